@@ -1,0 +1,82 @@
+"""torchvision backbones tapped after the same ReLUs as the reference ``lpips`` package.
+
+==========  ==========================================  ==================================
+net         taps (torchvision ``features`` index)        layer names
+==========  ==========================================  ==================================
+alex        1, 4, 7, 9, 11                               relu1 … relu5
+vgg         3, 8, 15, 22, 29                             relu1_2, relu2_2, relu3_3, relu4_3,
+                                                         relu5_3
+squeeze     1, 4, 7, 9, 10, 11, 12 (SqueezeNet 1.1)      relu1 … relu7
+==========  ==========================================  ==================================
+
+Only ``features`` up to the last tap is kept (no classifier, no final pooling).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+__all__ = ["Backbone", "CHANNELS", "LAYER_NAMES", "TAPS"]
+
+TAPS: dict[str, tuple[int, ...]] = {
+    "alex": (1, 4, 7, 9, 11),
+    "vgg": (3, 8, 15, 22, 29),
+    "squeeze": (1, 4, 7, 9, 10, 11, 12),
+}
+LAYER_NAMES: dict[str, tuple[str, ...]] = {
+    "alex": ("relu1", "relu2", "relu3", "relu4", "relu5"),
+    "vgg": ("relu1_2", "relu2_2", "relu3_3", "relu4_3", "relu5_3"),
+    "squeeze": ("relu1", "relu2", "relu3", "relu4", "relu5", "relu6", "relu7"),
+}
+CHANNELS: dict[str, tuple[int, ...]] = {
+    "alex": (64, 192, 384, 256, 256),
+    "vgg": (64, 128, 256, 512, 512),
+    "squeeze": (64, 128, 256, 384, 384, 512, 512),
+}
+
+
+def _features_architecture(net: str) -> nn.Sequential:
+    import torchvision.models as tvm
+
+    build = {"alex": tvm.alexnet, "vgg": tvm.vgg16, "squeeze": tvm.squeezenet1_1}[net]
+    # Built on the meta device: no time spent initialising weights that are replaced anyway.
+    with torch.device("meta"):
+        features = build(weights=None).features
+    return features[: TAPS[net][-1] + 1]
+
+
+class Backbone(nn.Module):
+    """A frozen torchvision ``features`` stack returning the tapped activations.
+
+    Args:
+        net: ``"alex"``, ``"vgg"`` or ``"squeeze"``.
+        state_dict: the ``features`` weights in torchvision layout (keys ``"0.weight"`` …);
+            entries past the last tap are ignored.
+    """
+
+    def __init__(self, net: str, state_dict: dict[str, torch.Tensor]):
+        super().__init__()
+        if net not in TAPS:
+            raise ValueError(f"net must be one of {tuple(TAPS)}, got {net!r}")
+        self.net = net
+        self.taps = TAPS[net]
+        self.layer_names = LAYER_NAMES[net]
+        self.features = _features_architecture(net).to_empty(device="cpu")
+        own = self.features.state_dict()
+        missing = [k for k in own if k not in state_dict]
+        if missing:
+            raise ValueError(f"{net} backbone state dict lacks {missing[:4]}{'…' if len(missing) > 4 else ''}")
+        self.features.load_state_dict({k: state_dict[k] for k in own}, strict=True)
+        self.requires_grad_(False)
+        self.eval()
+
+    def forward(self, x: torch.Tensor) -> list[torch.Tensor]:
+        """``x``: ``(N, 3, H, W)`` network input → one ``(N, C_l, H_l, W_l)`` tensor per tap."""
+        out = []
+        taps = set(self.taps)
+        for i, layer in enumerate(self.features):
+            x = layer(x)
+            if i in taps:
+                out.append(x)
+        return out

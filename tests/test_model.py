@@ -1,0 +1,203 @@
+"""The LPIPS engine against the reference ``lpips`` 0.1.4 package and the published numbers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import reference_lpips
+from lpips_core import LPIPS
+from lpips_core.conventions import to_input
+from lpips_core.weights import load_backbone_weights
+
+SIZES = [(64, 64), (97, 131), (256, 256)]
+CONVENTIONS = ["[-1,1]", "[0,1]", "[0,255]"]
+
+
+def _pair(h: int, w: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """A smooth image and a noisy, slightly shifted copy, both (H, W, 3) in [0, 1]."""
+    rng = np.random.default_rng(seed)
+    yy, xx = np.mgrid[0:h, 0:w] / max(h, w)
+    base = np.stack([0.5 + 0.4 * np.sin(2 * np.pi * (3 + c) * (xx + 0.5 * yy)) for c in range(3)], -1)
+    base = np.clip(base + 0.1 * rng.standard_normal((h, w, 3)), 0, 1).astype(np.float32)
+    other = np.clip(np.roll(base, 1, axis=1) + 0.05 * rng.standard_normal((h, w, 3)), 0, 1).astype(np.float32)
+    return base, other
+
+
+@pytest.fixture(scope="module", params=["alex", "vgg"])
+def net(request):
+    return request.param
+
+
+@pytest.fixture(scope="module")
+def backbone_sd(net):
+    return load_backbone_weights(net).state_dict
+
+
+@pytest.mark.parametrize("version", ["0.1", "0.0"])
+@pytest.mark.parametrize("lin", [True, False])
+def test_parity_with_reference_package(net, backbone_sd, version, lin):
+    """Totals, per-layer terms and spatial maps equal the reference's to 1e-5 absolute, over
+    3 sizes (one non-square) × 3 input conventions, both models holding the same backbone weights."""
+    ours = LPIPS(net, version, lin, device="cpu")
+    ref = reference_lpips(net, version, lin, backbone_sd)
+    for h, w in SIZES:
+        a, b = _pair(h, w, seed=h)
+        for conv in CONVENTIONS:
+            x, y = to_input(a, convention=conv), to_input(b, convention=conv)
+            got = ours.compare(x, y)
+            with torch.no_grad():
+                total, layers = ref(x, y, retPerLayer=True)
+                ref.spatial = True
+                _, maps = ref(x, y, retPerLayer=True)
+                ref.spatial = False
+            ctx = f"{net} v{version} lin={lin} {h}x{w} {conv}"
+            np.testing.assert_allclose(got.total, total.flatten(), atol=1e-5, rtol=0, err_msg=ctx)
+            np.testing.assert_allclose(
+                got.per_layer[0], torch.cat([t.flatten() for t in layers]), atol=1e-5, rtol=0, err_msg=ctx
+            )
+            np.testing.assert_allclose(got.layer_maps[0], torch.cat([m[0] for m in maps]), atol=1e-5, rtol=0, err_msg=ctx)
+            np.testing.assert_allclose(ours(x, y).cpu(), total.flatten(), atol=1e-5, rtol=0, err_msg=ctx)
+
+
+# Provenance: the reference repository's test_network.py prints "Distances: (0.722, 0.138)" for
+# (ex_ref, ex_p0) and (ex_ref, ex_p1) with AlexNet, v0.1, lin (its issue #120). The six-place table
+# is the reference lpips 0.1.4 package on the same files and conv weights (shared/golden/README.md).
+GOLDEN_TABLE = {
+    ("alex", "0.1", True): (0.721881, 0.137566),
+    ("alex", "0.1", False): (4.826556, 2.206010),
+    ("alex", "0.0", True): (0.405575, 0.083881),
+    ("alex", "0.0", False): (4.999211, 2.148461),
+    ("vgg", "0.1", True): (0.568613, 0.421664),
+    ("vgg", "0.1", False): (5.909985, 4.995357),
+    ("vgg", "0.0", True): (0.224046, 0.133128),
+    ("vgg", "0.0", False): (5.906902, 4.910133),
+}
+
+
+def test_golden_published_distances(golden):
+    """AlexNet v0.1 lin on the reference repo's examples: the published 0.722 and 0.138."""
+    model = LPIPS("alex", "0.1", True)
+    ref = to_input(golden["ex_ref"])
+    d0 = float(model(ref, to_input(golden["ex_p0"])))
+    d1 = float(model(ref, to_input(golden["ex_p1"])))
+    assert (round(d0, 3), round(d1, 3)) == (0.722, 0.138)
+
+
+@pytest.mark.parametrize("key", sorted(GOLDEN_TABLE))
+def test_golden_table(golden, key):
+    net, version, lin = key
+    model = LPIPS(net, version, lin)
+    ref = to_input(golden["ex_ref"])
+    got = model.compare(torch.cat([ref, ref]), torch.cat([to_input(golden["ex_p0"]), to_input(golden["ex_p1"])]))
+    np.testing.assert_allclose(got.total, GOLDEN_TABLE[key], atol=1e-5, rtol=0)
+
+
+@pytest.fixture(scope="module")
+def alex():
+    return LPIPS("alex")
+
+
+def test_identical_images_give_zero(alex, golden):
+    x = to_input(golden["ex_ref"])
+    res = alex.compare(x, x)
+    assert float(res.total[0]) == 0.0
+    assert float(res.layer_maps.abs().max()) == 0.0
+
+
+def test_symmetry(alex, golden):
+    x, y = to_input(golden["ex_ref"]), to_input(golden["ex_p0"])
+    assert float(alex(x, y)) == pytest.approx(float(alex(y, x)), abs=1e-7)
+
+
+@pytest.mark.parametrize("lin", [True, False])
+def test_per_layer_terms_sum_to_total(golden, lin):
+    model = LPIPS("alex", lin=lin)
+    res = model.compare(to_input(golden["ex_ref"]), to_input(golden["ex_p1"]))
+    assert res.per_layer.shape == (1, 5)
+    assert float(res.per_layer.sum()) == pytest.approx(float(res.total[0]), rel=1e-6)
+    assert res.layer_names == ("relu1", "relu2", "relu3", "relu4", "relu5")
+
+
+@pytest.mark.parametrize("size", [(64, 64), (97, 131), (224, 224)])
+def test_spatial_map_mean_is_close_to_total(alex, size):
+    """The summed map's mean equals the total only up to the bilinear upsampling: with
+    ``align_corners=False`` an integer scale factor preserves a map's mean exactly, but AlexNet's
+    grids (e.g. 15×15 from 64 px) scale by non-integer factors, which weight border samples
+    unequally. Measured relative gaps are below 1e-4; we allow 1e-3."""
+    a, b = _pair(*size, seed=3)
+    res = alex.compare(to_input(a), to_input(b))
+    assert res.layer_maps.shape == (1, 5, *size)
+    assert float(res.spatial_map.mean()) == pytest.approx(float(res.total[0]), rel=1e-3)
+
+
+def test_precomputed_features_match_direct_comparison(alex):
+    a, b = _pair(64, 64, seed=5)
+    _, c = _pair(64, 64, seed=6)
+    x = to_input(a)
+    batch = torch.cat([to_input(b), to_input(c)])
+    fx = alex.features(x)
+    via_features = alex.compare_features(fx, alex.features(batch))
+    direct = alex.compare(torch.cat([x, x]), batch)
+    np.testing.assert_allclose(via_features.total, direct.total, atol=1e-6)
+    np.testing.assert_allclose(via_features.layer_maps, direct.layer_maps, atol=1e-6)
+    swept = alex.compare_batch(x, batch, chunk=1)
+    np.testing.assert_allclose(swept.total, direct.total, atol=1e-6)
+    assert swept.layer_maps is None
+
+
+def test_reference_features_are_cached(alex):
+    a, _ = _pair(64, 64, seed=7)
+    x = to_input(a)
+    assert alex.reference_features(x) is alex.reference_features(x.clone())
+    assert alex.reference_features(x) is not alex.reference_features(x * 0.5)
+
+
+def test_channel_terms_reproduce_layer_terms(golden):
+    model = LPIPS("alex")
+    fx, fy = model.features(to_input(golden["ex_ref"])), model.features(to_input(golden["ex_p0"]))
+    per_channel = model.channel_terms(fx, fy)
+    res = model.compare_features(fx, fy, spatial=False)
+    manual = torch.stack([(t[0] * w.cpu()).sum() for t, w in zip(per_channel, model.channel_weights)])
+    np.testing.assert_allclose(manual, res.per_layer[0], rtol=1e-5)
+
+
+def test_model_is_frozen_and_in_eval_mode(alex):
+    alex.train()
+    assert not alex.training and not alex.backbone.training
+    assert not any(p.requires_grad for p in alex.parameters())
+
+
+def test_device_placement(device):
+    model = LPIPS("alex", device=device)
+    assert model.device.type == device
+    x = torch.rand(1, 3, 64, 64) * 2 - 1
+    assert model(x, x).device.type == device
+    assert model.compare(x, x).total.device.type == "cpu"
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"net": "resnet"}, "net must be one of"),
+        ({"version": "0.2"}, "version must be one of"),
+    ],
+)
+def test_bad_configuration(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        LPIPS(**kwargs)
+
+
+def test_bad_inputs(alex):
+    x = torch.zeros(1, 3, 64, 64)
+    with pytest.raises(ValueError, match=r"shape \(N, 3, H, W\)"):
+        alex(torch.zeros(3, 64, 64), x)
+    with pytest.raises(ValueError, match="same size"):
+        alex(x, torch.zeros(1, 3, 64, 65))
+    with pytest.raises(TypeError, match="float tensor"):
+        alex(x.to(torch.uint8), x)
+    with pytest.raises(ValueError, match="too small for the alex backbone"):
+        alex(torch.zeros(1, 3, 16, 16), torch.zeros(1, 3, 16, 16))
+    with pytest.raises(ValueError, match="cannot be compared"):
+        alex.compare_features(alex.features(x), alex.features(torch.zeros(1, 3, 96, 96)))
