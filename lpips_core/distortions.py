@@ -551,7 +551,7 @@ def jpeg(
         )
     u8 = np.round(np.clip(x, 0, 1) * 255).astype(np.uint8)
     buf = io.BytesIO()
-    Image.fromarray(u8, mode="RGB").save(
+    Image.fromarray(u8).save(
         buf, format="JPEG", quality=quality, subsampling=_SUBSAMPLING[subsampling]
     )
     buf.seek(0)

@@ -40,7 +40,7 @@ def load(name: str) -> Image.Image:
     array = np.asarray(getattr(skimage.data, SOURCES[name])())
     if array.ndim == 2:
         array = np.repeat(array[:, :, None], 3, axis=2)
-    image = Image.fromarray(array.astype(np.uint8), mode="RGB")
+    image = Image.fromarray(array.astype(np.uint8))
     w, h = image.size
     scale = MAX_SIDE / max(w, h)
     if scale < 1:
