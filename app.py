@@ -1,7 +1,25 @@
-"""LPIPS Explorer: Streamlit entry point (the full navigation lands with the app issue)."""
+"""LPIPS Explorer: the Streamlit entry point.
+
+Sets the page config once, draws the sidebar controls shared by every page (backbone, version,
+lin/baseline, the device and weights line, the reference image) and runs the chosen page.
+"""
 
 import streamlit as st
 
-st.set_page_config(page_title="LPIPS Explorer", layout="wide")
-st.title("LPIPS Explorer")
-st.write("The exact LPIPS engine is in `lpips_core`; the pages are being built.")
+import ui
+
+st.set_page_config(page_title="LPIPS Explorer", page_icon=":material/compare:", layout="wide")
+
+PAGES = [
+    st.Page("pages/shift_vs_blur.py", title="Shift vs blur", icon=":material/school:", default=True),
+    st.Page("pages/distortion_lab.py", title="Distortion lab", icon=":material/science:"),
+    st.Page("pages/conventions.py", title="Conventions", icon=":material/rule:"),
+    st.Page("pages/inside_a_layer.py", title="Inside a layer", icon=":material/layers:"),
+    st.Page("pages/debug_a_score.py", title="Debug a score", icon=":material/bug_report:"),
+    st.Page("pages/calibration_lab.py", title="Calibration lab", icon=":material/tune:"),
+]
+
+page = st.navigation(PAGES)
+ui.init_state()
+ui.sidebar()
+page.run()

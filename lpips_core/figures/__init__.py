@@ -1,0 +1,1 @@
+"""Plotly figure builders: pure functions, data in, ``plotly.graph_objects.Figure`` out (no Streamlit)."""

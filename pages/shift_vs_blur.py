@@ -1,0 +1,6 @@
+"""Placeholder until the page lands (issue 4 / 7)."""
+
+import streamlit as st
+
+st.title("shift_vs_blur".replace("_", " ").capitalize())
+st.info("This page is being built.")
