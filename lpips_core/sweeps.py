@@ -1,0 +1,192 @@
+"""Many comparisons at once: sweeps against one reference and the Conventions grid.
+
+Both paths do the least network work the answer needs:
+
+- :func:`lpips_many` runs the reference through the network once (the model's content-keyed
+  cache, so a later call with the same reference and configuration does not even do that) and
+  all other images in one batch.
+- :func:`conventions_grid` evaluates, per backbone and size, every input variant of the pair in
+  one batch for the v0.1 model and one for v0.0; the uncalibrated baseline reuses the v0.1
+  features (lin and baseline differ only in the channel weights), so it costs no forward pass.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import numpy as np
+import torch
+
+from .conventions import to_input
+from .model import LPIPS, LPIPSResult, layer_term_maps
+
+__all__ = ["GridCell", "VARIANTS", "VARIANT_NOTES", "conventions_grid", "grid_rows", "lpips_many", "size_label"]
+
+
+def lpips_many(
+    model: LPIPS,
+    ref: np.ndarray,
+    images: Sequence[np.ndarray],
+    *,
+    convention: str = "[-1,1]",
+    size: int | tuple[int, int] | None = None,
+    grayscale: bool = False,
+    spatial: bool = False,
+) -> LPIPSResult:
+    """LPIPS between one reference and each of ``images``: ``(H, W, 3)`` arrays in ``[0, 1]``.
+
+    The reference goes through :meth:`LPIPS.reference_features` (cached by content), the images
+    through the network in one batch (chunked only for very large batches).
+
+    Returns:
+        LPIPSResult with ``total`` of shape ``(len(images),)``.
+
+    Raises:
+        ValueError: no images, or an image whose shape differs from the reference's.
+    """
+    if len(images) == 0:
+        raise ValueError("lpips_many needs at least one image to compare")
+    for i, img in enumerate(images):
+        if np.shape(img) != np.shape(ref):
+            raise ValueError(f"image {i} has shape {np.shape(img)}, the reference {np.shape(ref)}")
+    opts = dict(convention=convention, size=size, grayscale=grayscale)
+    x = to_input(ref, **opts)
+    others = torch.cat([to_input(img, **opts) for img in images])
+    return model.compare_batch(x, others, spatial=spatial)
+
+
+# --------------------------------------------------------------------------- the Conventions grid
+VARIANTS: tuple[str, ...] = ("[-1,1]", "[0,1]", "[0,255]", "v0.0", "baseline", "grayscale")
+VARIANT_NOTES: dict[str, str] = {
+    "[-1,1]": "Reference: inputs in [−1, 1], version 0.1, learned lin weights, colour.",
+    "[0,1]": "Forgot normalize=True: [0, 1] images fed to a model that expects [−1, 1].",
+    "[0,255]": "No scaling at all: raw 8-bit values fed, as the FashionMNIST notebook did.",
+    "v0.0": "Version 0.0: the first release, which skipped the input scaling layer, with its own lin weights.",
+    "baseline": "Uncalibrated (lpips=False): every channel weighted 1 — a cosine distance, not LPIPS.",
+    "grayscale": "Colour dropped: the luma replicated to three channels before the network.",
+}
+# variant → (convention, version, lin, grayscale)
+_VARIANT_CONFIG = {
+    "[-1,1]": ("[-1,1]", "0.1", True, False),
+    "[0,1]": ("[0,1]", "0.1", True, False),
+    "[0,255]": ("[0,255]", "0.1", True, False),
+    "v0.0": ("[-1,1]", "0.0", True, False),
+    "baseline": ("[-1,1]", "0.1", False, False),
+    "grayscale": ("[-1,1]", "0.1", True, True),
+}
+
+
+def size_label(size: int | None) -> str:
+    return "native" if size is None else f"{size}×{size}"
+
+
+@dataclass(frozen=True)
+class GridCell:
+    """One cell: ``value`` for (net, variant, size) and its ratio to the reference variant."""
+
+    net: str
+    variant: str
+    size_label: str
+    value: float
+    reference_value: float
+    ratio: float
+    note: str
+    is_reference: bool
+
+
+def _feature_keys(variants: Sequence[str], version: str) -> list[tuple[str, bool]]:
+    """The distinct (convention, grayscale) inputs the variants of one ``version`` need."""
+    keys: dict[tuple, None] = {}
+    for v in variants:
+        conv, ver, _, gray = _VARIANT_CONFIG[v]
+        if ver == version:
+            keys.setdefault((conv, gray))
+    return list(keys)
+
+
+def conventions_grid(
+    ref: np.ndarray,
+    dist: np.ndarray,
+    *,
+    get_model: Callable[[str, str], LPIPS | None],
+    nets: Sequence[str] = ("alex", "vgg", "squeeze"),
+    sizes: Sequence[int | None] = (None, 64, 128, 224, 256),
+    variants: Sequence[str] = VARIANTS,
+    progress: Callable[[float, str], None] | None = None,
+) -> list[GridCell]:
+    """LPIPS of one pair under every backbone × variant × size, each as a ratio to the reference.
+
+    Args:
+        ref, dist: ``(H, W, 3)`` arrays in ``[0, 1]`` of equal shape.
+        get_model: ``(net, version) → LPIPS`` with lin weights, or ``None`` when that backbone is
+            unavailable (its cells are then left out).
+        progress: called with the fraction done and a short message after each (net, size).
+
+    Returns:
+        One :class:`GridCell` per computed cell, in (net, size, variant) order.
+    """
+    if np.shape(ref) != np.shape(dist):
+        raise ValueError(f"the pair differs in shape: {np.shape(ref)} and {np.shape(dist)}")
+    unknown = [v for v in variants if v not in _VARIANT_CONFIG]
+    if unknown:
+        raise ValueError(f"unknown variants {unknown}; valid: {VARIANTS}")
+    variants = list(dict.fromkeys(["[-1,1]", *variants]))
+    steps = len(nets) * len(sizes)
+    cells: list[GridCell] = []
+    done = 0
+    for net in nets:
+        models = {ver: get_model(net, ver) for ver in {_VARIANT_CONFIG[v][1] for v in variants}}
+        for size in sizes:
+            done += 1
+            if any(m is None for m in models.values()):
+                if progress:
+                    progress(done / steps, f"{net}: unavailable")
+                continue
+            values = _grid_values(ref, dist, models, variants, size)
+            base = values["[-1,1]"]
+            for v in variants:
+                cells.append(GridCell(
+                    net, v, size_label(size), values[v], base, values[v] / base if base else float("nan"),
+                    VARIANT_NOTES[v], v == "[-1,1]",
+                ))
+            if progress:
+                progress(done / steps, f"{net} at {size_label(size)}")
+    return cells
+
+
+def _grid_values(ref, dist, models: dict[str, LPIPS], variants, size) -> dict[str, float]:
+    values: dict[str, float] = {}
+    for version, model in models.items():
+        keys = _feature_keys(variants, version)
+        xs = [to_input(ref, convention=c, grayscale=g, size=size) for c, g in keys]
+        ys = [to_input(dist, convention=c, grayscale=g, size=size) for c, g in keys]
+        feats = model.features(torch.cat(xs + ys))
+        n = len(keys)
+        fx, fy = feats[:n], feats[n:]
+        lin = model.compare_features(fx, fy, spatial=False).total
+        with torch.inference_mode():
+            base = torch.stack([m.mean((1, 2, 3)) for m in layer_term_maps(fx.maps, fy.maps, None)], 1).sum(1).cpu()
+        for v in variants:
+            conv, ver, use_lin, gray = _VARIANT_CONFIG[v]
+            if ver == version:
+                i = keys.index((conv, gray))
+                values[v] = float(lin[i] if use_lin else base[i])
+    return values
+
+
+def grid_rows(cells: Sequence[GridCell]) -> list[dict]:
+    """Plain dicts (one per cell) for a table or a CSV file."""
+    return [
+        {
+            "backbone": c.net,
+            "variant": c.variant,
+            "size": c.size_label,
+            "lpips": c.value,
+            "reference_lpips": c.reference_value,
+            "ratio_to_reference": c.ratio,
+            "is_reference": c.is_reference,
+            "what_it_models": c.note,
+        }
+        for c in cells
+    ]
