@@ -1,0 +1,491 @@
+"""Tests for ``lpips_core.images``: loading untrusted image files safely.
+
+The bad-image corpus is generated in memory by ``tests/image_corpus.py`` (no binary blobs).
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import time
+import warnings
+
+import numpy as np
+import pytest
+from PIL import Image, ImageFile
+
+from image_corpus import bomb_png, corpus, exif_jpeg, marker_image, png16_rgb
+from lpips_core.images import (
+    DEFAULT_MAX_PIXELS,
+    MIN_INPUT_SIDE,
+    ImageLoadError,
+    LoadedImage,
+    array_from_uint8,
+    image_to_png_bytes,
+    load_image,
+    min_side_for,
+)
+
+CASES = corpus()
+
+
+def _png(image: Image.Image, **options) -> bytes:
+    buffer = io.BytesIO()
+    image.save(buffer, format="PNG", **options)
+    return buffer.getvalue()
+
+
+def _upload(data: bytes, name: str) -> io.BytesIO:
+    """Stand-in for Streamlit's UploadedFile: a BytesIO with a ``name``."""
+    source = io.BytesIO(data)
+    source.name = name
+    return source
+
+
+def _check_output(result: LoadedImage) -> None:
+    a = result.array
+    assert isinstance(a, np.ndarray) and a.dtype == np.float32
+    assert a.ndim == 3 and a.shape[2] == 3 and a.flags["C_CONTIGUOUS"]
+    assert result.size == a.shape[:2]
+    assert np.isfinite(a).all() and a.min() >= 0.0 and a.max() <= 1.0
+
+
+# ---------------------------------------------------------------------------------------------
+# The whole corpus: only ImageLoadError may escape, and each case gives its own message.
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_corpus_case(case):
+    try:
+        result = load_image(_upload(case.data, case.filename), **case.kwargs)
+    except ImageLoadError as exc:
+        assert case.expect == "error", f"{case.name} should load but raised: {exc}"
+        message = str(exc)
+        assert re.search(case.match, message), f"{message!r} !~ {case.match!r}"
+        assert case.filename in message  # the message names the file
+        return
+    except BaseException as exc:  # noqa: BLE001 - the point of the test
+        pytest.fail(f"{case.name}: {type(exc).__name__} escaped instead of ImageLoadError: {exc}")
+    assert case.expect == "ok", f"{case.name} should be refused but loaded: {result.notices}"
+    notices = "\n".join(result.notices)
+    assert re.search(case.match, notices), f"{notices!r} !~ {case.match!r}"
+    _check_output(result)
+    if case.shape is not None:
+        assert result.size == case.shape
+
+
+def test_corpus_names_unique_and_cover_brief():
+    names = [c.name for c in CASES]
+    assert len(names) == len(set(names))
+    required = {
+        "jpeg_exif6", "mode_1_png", "mode_L_png", "mode_LA_png", "mode_P_png",
+        "mode_P_transparent_png", "mode_RGBA_png", "png16_gray", "cmyk_jpeg", "gif_animated",
+        "truncated_png", "truncated_jpeg", "random_bytes", "pdf_renamed_png", "empty_file",
+        "bomb_20000x20000", "over_max_side", "tiny_upscaled", "tiny_small_error",
+    }
+    assert required <= set(names)
+
+
+def test_bomb_file_is_small():
+    data = bomb_png()
+    assert len(data) < 100_000  # 20 000 x 20 000 pixels in ~50 kB
+
+
+# ---------------------------------------------------------------------------------------------
+# Exact values
+
+
+def test_rgb8_png_round_trip_is_exactly_value_over_255():
+    pixels = np.arange(256 * 3, dtype=np.uint16).reshape(16, 16, 3) % 256
+    pixels = pixels.astype(np.uint8)
+    result = load_image(_png(Image.fromarray(pixels)))
+    expected = pixels.astype(np.float64) / 255.0
+    np.testing.assert_array_equal(result.array, expected.astype(np.float32))
+    assert result.notices == ()
+    assert (result.format, result.mode, result.bit_depth) == ("PNG", "RGB", 8)
+    assert result.original_size == (16, 16) and result.size == (16, 16)
+    assert not result.had_alpha and not result.was_grayscale and not result.exif_rotated
+    assert result.n_frames == 1 and result.downscaled_from is None
+    assert result.upscaled_from is None
+
+
+def test_exif_orientation_6_rotates_clockwise():
+    # Stored 64 x 32 (W x H) with a red block top-left; orientation 6 = rotate 90° clockwise,
+    # so the output is 64 high, 32 wide, and the red block ends up top-right.
+    result = load_image(exif_jpeg(marker_image(64, 32), 6))
+    assert result.original_size == (64, 32)
+    assert result.array.shape == (64, 32, 3)
+    assert result.exif_orientation == 6 and result.exif_rotated
+    top_right = result.array[4:12, 20:28].mean(axis=(0, 1))
+    top_left = result.array[4:12, 4:12].mean(axis=(0, 1))
+    np.testing.assert_allclose(top_right, [1.0, 0.0, 0.0], atol=0.06)
+    np.testing.assert_allclose(top_left, [128 / 255] * 3, atol=0.06)
+
+
+def test_exif_orientation_8_rotates_counter_clockwise():
+    # Orientation 8 = rotate 90° counter-clockwise: the top-left block goes bottom-left.
+    result = load_image(exif_jpeg(marker_image(64, 32), 8))
+    assert result.array.shape == (64, 32, 3)
+    bottom_left = result.array[52:60, 4:12].mean(axis=(0, 1))
+    np.testing.assert_allclose(bottom_left, [1.0, 0.0, 0.0], atol=0.06)
+
+
+def test_rgba_composited_on_white_exactly():
+    result = load_image(_png(Image.new("RGBA", (4, 3), (255, 0, 0, 128))))
+    a = 128 / 255
+    expected = np.array([1.0 * a + (1 - a), 0.0 * a + (1 - a), 0.0 * a + (1 - a)])
+    assert result.array[0, 0].tolist() == expected.astype(np.float32).tolist()
+    assert result.array[0, 0, 0] == 1.0
+    assert result.array[0, 0, 1] == np.float32(127 / 255)
+    assert result.had_alpha and result.mode == "RGBA"
+
+
+def test_rgba_background_option_and_fully_transparent_pixels():
+    pixels = np.zeros((2, 2, 4), dtype=np.uint8)
+    pixels[0, 0] = (10, 20, 30, 255)  # opaque: kept exactly
+    result = load_image(_png(Image.fromarray(pixels)), background=(0.0, 0.5, 1.0))
+    np.testing.assert_array_equal(result.array[0, 0], np.float32([10, 20, 30]) / 255)
+    np.testing.assert_array_equal(result.array[1, 1], np.float32([0.0, 0.5, 1.0]))
+    assert re.search(r"75% of the pixels .*RGB 0, 0.5, 1", result.notices[0])
+
+
+def test_opaque_rgba_has_no_notice():
+    result = load_image(_png(Image.new("RGBA", (3, 3), (1, 2, 3, 255))))
+    assert result.notices == () and result.had_alpha
+    np.testing.assert_array_equal(result.array[0, 0], np.float32([1, 2, 3]) / 255)
+
+
+def test_png16_gray_is_value_over_65535():
+    values = np.array([[0, 1, 257, 32768, 65534, 65535]], dtype=np.uint16)
+    result = load_image(_png(Image.fromarray(values)))
+    expected = (values.astype(np.float64) / 65535).astype(np.float32)
+    np.testing.assert_array_equal(result.array[..., 0], expected)
+    np.testing.assert_array_equal(result.array[..., 2], expected)
+    assert result.bit_depth == 16 and result.was_grayscale and result.mode == "I;16"
+    assert result.array[0, 1, 0] != 0.0  # 1/65535 is not rounded away as it would be at 8 bit
+
+
+def test_png16_rgb_is_reduced_to_8_bit_high_byte():
+    values = np.zeros((1, 2, 3), dtype=np.uint16)
+    values[0, 0] = (65535, 1000, 255)
+    values[0, 1] = (256, 511, 0)
+    result = load_image(png16_rgb(values))
+    expected = (values >> 8).astype(np.float64) / 255
+    np.testing.assert_array_equal(result.array, expected.astype(np.float32))
+    assert result.bit_depth == 16
+    assert "16 bits per colour channel" in result.notices[0]
+
+
+def test_mode_1_and_L_values():
+    bits = np.array([[False, True, True]])
+    result = load_image(_png(Image.fromarray(bits)))
+    np.testing.assert_array_equal(result.array[0, :, 0], [0.0, 1.0, 1.0])
+    assert result.bit_depth == 1 and result.was_grayscale
+    gray = np.array([[0, 7, 255]], dtype=np.uint8)
+    result = load_image(_png(Image.fromarray(gray)))
+    np.testing.assert_array_equal(result.array[0], np.repeat(np.float32(gray[0] / 255)[:, None],
+                                                             3, axis=1))
+
+
+def test_la_composites_gray_on_background():
+    la = Image.merge("LA", [Image.new("L", (2, 2), 0), Image.new("L", (2, 2), 51)])  # a = 0.2
+    result = load_image(_png(la), background=(1.0, 0.0, 0.5))
+    a = 51 / 255
+    expected = np.array([1.0 * (1 - a), 0.0, 0.5 * (1 - a)]).astype(np.float32)
+    np.testing.assert_array_equal(result.array[0, 0], expected)
+
+
+def test_palette_with_transparency():
+    palette = Image.new("P", (3, 1), 0)
+    palette.putpalette([255, 0, 0, 0, 0, 255] + [0, 0, 0] * 254)
+    palette.putpixel((2, 0), 1)
+    result = load_image(_png(palette, transparency=1))
+    np.testing.assert_array_equal(result.array[0, 0], [1.0, 0.0, 0.0])
+    np.testing.assert_array_equal(result.array[0, 2], [1.0, 1.0, 1.0])  # transparent -> white
+    assert result.had_alpha and result.mode == "P"
+
+
+def test_cmyk_jpeg_red():
+    buffer = io.BytesIO()
+    Image.new("CMYK", (16, 16), (0, 255, 255, 0)).save(buffer, "JPEG", quality=95)
+    result = load_image(buffer.getvalue())
+    np.testing.assert_allclose(result.array[8, 8], [1.0, 0.0, 0.0], atol=0.02)
+    assert result.mode == "CMYK"
+
+
+def test_animated_gif_first_frame():
+    frames = [Image.new("RGB", (8, 8), c) for c in ((255, 0, 0), (0, 255, 0), (0, 0, 255))]
+    buffer = io.BytesIO()
+    frames[0].save(buffer, "GIF", save_all=True, append_images=frames[1:])
+    result = load_image(buffer.getvalue())
+    np.testing.assert_array_equal(result.array, np.broadcast_to([1.0, 0.0, 0.0], (8, 8, 3)))
+    assert result.n_frames == 3
+    assert "3 frames" in result.notices[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# Sizes: bombs, downscaling, upscaling
+
+
+def test_bomb_refused_from_header_even_without_pillows_guard(monkeypatch):
+    """Our max_pixels check works when an app has disabled Pillow's global guard."""
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", None)
+    loads = []
+    real_load = ImageFile.ImageFile.load
+    monkeypatch.setattr(ImageFile.ImageFile, "load",
+                        lambda self: loads.append(1) or real_load(self))
+    start = time.perf_counter()
+    with pytest.raises(ImageLoadError, match=r"20000 x 20000 pixels \(W x H\) = 400,000,000 "
+                                             r"pixels, more than the 80,000,000 .*refused "
+                                             r"before decoding"):
+        load_image(bomb_png())
+    assert time.perf_counter() - start < 1.0
+    assert loads == []  # no pixel was decoded
+
+
+def test_bomb_refused_with_pillows_guard_and_warnings_as_errors():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(ImageLoadError, match=r"400,000,000 pixels"):
+            load_image(bomb_png())
+
+
+def test_max_pixels_is_enforced_below_pillow_limits():
+    data = _png(Image.new("L", (100, 50)))
+    with pytest.raises(ImageLoadError, match=r"5,000 pixels, more than the 4,999"):
+        load_image(data, max_pixels=4999)
+    assert load_image(data, max_pixels=5000).size == (50, 100)
+    assert DEFAULT_MAX_PIXELS < Image.MAX_IMAGE_PIXELS  # Pillow never warns on what we accept
+
+
+def test_downscale_keeps_aspect_and_reports_sizes():
+    result = load_image(_png(Image.new("RGB", (300, 120), (0, 128, 255))), max_side=100)
+    assert result.size == (40, 100)
+    assert result.downscaled_from == (120, 300) and result.upscaled_from is None
+    np.testing.assert_allclose(result.array[20, 50], [0, 128 / 255, 1], atol=1e-6)
+    assert "Downscaled from 300 x 120 to 100 x 40 pixels" in result.notices[0]
+
+
+def test_downscale_large_jpeg_uses_draft_and_stays_accurate():
+    pixels = np.zeros((1200, 1600, 3), dtype=np.uint8)
+    pixels[:, 800:] = (200, 100, 50)
+    buffer = io.BytesIO()
+    Image.fromarray(pixels).save(buffer, "JPEG", quality=95)
+    result = load_image(buffer.getvalue(), max_side=200)
+    assert result.size == (150, 200) and result.original_size == (1600, 1200)
+    np.testing.assert_allclose(result.array[75, 20], [0, 0, 0], atol=0.02)
+    np.testing.assert_allclose(result.array[75, 180], [200 / 255, 100 / 255, 50 / 255],
+                               atol=0.02)
+
+
+def test_downscale_rotated_photo_reports_displayed_sizes():
+    result = load_image(exif_jpeg(marker_image(64, 32), 6), max_side=32)
+    assert result.size == (32, 16)
+    assert result.downscaled_from == (64, 32)
+    assert "Downscaled from 32 x 64 to 16 x 32 pixels (W x H)" in result.notices[0]
+
+
+def test_downscale_16_bit_keeps_range():
+    values = np.zeros((40, 40), dtype=np.uint16)
+    values[:, 20:] = 65535  # a hard edge: Lanczos rings past 0 and 1, the loader clips
+    result = load_image(_png(Image.fromarray(values)), max_side=15)
+    assert result.size == (15, 15)
+    assert result.array.min() == 0.0 and result.array.max() == 1.0
+
+
+def test_tiny_image_upscaled_or_refused():
+    data = _png(Image.new("RGB", (8, 4), (255, 0, 0)))
+    result = load_image(data, min_side=16)
+    assert result.size == (16, 32) and result.upscaled_from == (4, 8)
+    np.testing.assert_allclose(result.array, np.broadcast_to([1.0, 0, 0], (16, 32, 3)), atol=1e-6)
+    assert "bicubic" in result.notices[0]
+    with pytest.raises(ImageLoadError, match=r"8 x 4 pixels .*smaller than the 16 pixels"):
+        load_image(data, min_side=16, small="error")
+    assert load_image(data, min_side=4).size == (4, 8)  # exactly the minimum: untouched
+
+
+def test_too_elongated_for_both_limits():
+    data = _png(Image.new("L", (400, 2)))
+    with pytest.raises(ImageLoadError, match="too elongated to bring its shorter side up"):
+        load_image(data, min_side=16, max_side=1000)
+    with pytest.raises(ImageLoadError, match="too elongated to fit its longer side"):
+        load_image(data, min_side=2, max_side=100)
+
+
+# ---------------------------------------------------------------------------------------------
+# Sources
+
+
+def test_sources_path_bytes_and_file_likes(tmp_path):
+    data = _png(Image.new("RGB", (3, 2), (0, 255, 0)))
+    path = tmp_path / "green.png"
+    path.write_bytes(data)
+    results = [
+        load_image(path),
+        load_image(str(path)),
+        load_image(data),
+        load_image(bytearray(data)),
+        load_image(memoryview(data)),
+        load_image(_upload(data, "green.png")),
+    ]
+    with open(path, "rb") as handle:
+        handle.read(5)  # a file read partway is still read from the start, as Pillow does
+        results.append(load_image(handle))
+
+    class ReadOnly:  # has read() only, like a socket file or a zip member
+        def __init__(self, payload):
+            self._payload = payload
+
+        def read(self):
+            return self._payload
+
+    results.append(load_image(ReadOnly(data)))
+    for result in results:
+        np.testing.assert_array_equal(result.array, np.broadcast_to([0.0, 1.0, 0.0], (2, 3, 3)))
+    assert results[0].name.endswith("green.png") and results[5].name == "green.png"
+    assert results[2].name == ""
+
+
+def test_missing_file_and_directory(tmp_path):
+    with pytest.raises(ImageLoadError, match=r"No such file: '.*nope.png'"):
+        load_image(tmp_path / "nope.png")
+    with pytest.raises(ImageLoadError, match="is a directory"):
+        load_image(tmp_path)
+
+
+def test_wrong_source_type_is_a_type_error():
+    with pytest.raises(TypeError, match="got int"):
+        load_image(42)
+    with pytest.raises(TypeError, match="binary mode"):
+        load_image(io.StringIO("not bytes"))
+
+
+@pytest.mark.parametrize(
+    ("options", "error", "match"),
+    [
+        ({"max_side": 0}, ValueError, "max_side must be >= 1, got 0"),
+        ({"max_side": 2.5}, TypeError, "max_side must be an int or None, got float"),
+        ({"min_side": -1}, ValueError, "min_side must be >= 1, got -1"),
+        ({"min_side": 64, "max_side": 32}, ValueError, r"min_side \(64\) must not exceed"),
+        ({"small": "crop"}, ValueError, "small must be 'upscale' or 'error', got 'crop'"),
+        ({"background": (1, 1)}, ValueError, r"background must be 3 floats .*\(1, 1\)"),
+        ({"background": (0, 0, 2)}, ValueError, r"background must be 3 floats"),
+        ({"max_pixels": 0}, ValueError, "max_pixels must be >= 1, got 0"),
+    ],
+)
+def test_bad_options(options, error, match):
+    with pytest.raises(error, match=match) as info:
+        load_image(b"irrelevant", **options)
+    assert not isinstance(info.value, ImageLoadError)
+
+
+def test_load_truncated_images_flag_untouched():
+    for case in CASES:
+        if case.name.startswith("truncated"):
+            with pytest.raises(ImageLoadError):
+                load_image(case.data)
+    assert ImageFile.LOAD_TRUNCATED_IMAGES is False
+
+
+def test_unexpected_exception_is_wrapped_with_cause(monkeypatch):
+    def boom(self, *args, **kwargs):
+        raise RuntimeError("decoder exploded")
+
+    monkeypatch.setattr(ImageFile.ImageFile, "load", boom)
+    with pytest.raises(ImageLoadError, match=r"Unexpected error .*RuntimeError: decoder "
+                                             r"exploded") as info:
+        load_image(_png(Image.new("RGB", (2, 2))))
+    assert isinstance(info.value.__cause__, RuntimeError)
+
+
+def test_corrupt_error_keeps_cause():
+    case = next(c for c in CASES if c.name == "truncated_png")
+    with pytest.raises(ImageLoadError) as info:
+        load_image(case.data)
+    assert isinstance(info.value.__cause__, OSError)
+
+
+# ---------------------------------------------------------------------------------------------
+# Helpers
+
+
+def test_image_to_png_bytes_round_trip():
+    rng = np.random.default_rng(0)
+    array = rng.random((5, 7, 3))
+    result = load_image(image_to_png_bytes(array))
+    expected = (np.rint(array * 255) / 255).astype(np.float32)
+    np.testing.assert_array_equal(result.array, expected)
+    with pytest.raises(ValueError, match=r"min -0.5 and max"):
+        image_to_png_bytes(np.full((2, 2, 3), -0.5))
+    with pytest.raises(ValueError, match=r"got \(2, 2, 4\)"):
+        image_to_png_bytes(np.zeros((2, 2, 4)))
+    with pytest.raises(TypeError, match="int64"):
+        image_to_png_bytes(np.zeros((2, 2, 3), dtype=np.int64))
+
+
+def test_array_from_uint8():
+    values = np.arange(256, dtype=np.uint8).reshape(16, 16)
+    out = array_from_uint8(values)
+    assert out.shape == (16, 16, 3) and out.dtype == np.float32 and out.flags["C_CONTIGUOUS"]
+    np.testing.assert_array_equal(out[..., 1], (values / 255).astype(np.float32))
+    with pytest.raises(TypeError, match="float64"):
+        array_from_uint8(values.astype(np.float64))
+
+
+# ---------------------------------------------------------------------------------------------
+# Backbone minimum sizes, checked against the real architectures (random weights, no download)
+
+
+def _lpips_feature_stacks():
+    torchvision = pytest.importorskip("torchvision")
+    models = torchvision.models
+    # vgg16()'s features come from make_layers(cfgs["D"]); building them directly skips the
+    # 120M-parameter classifier's random init (seconds). The reference-lpips test below
+    # builds the full torchvision.models.vgg16 anyway.
+    vgg16_features = models.vgg.make_layers(models.vgg.cfgs["D"], batch_norm=False)
+    return {
+        # Slices exactly as lpips/pretrained_networks.py uses them.
+        "alex": models.alexnet(weights=None).features[:12],  # conv1 .. relu5
+        "vgg": vgg16_features[:30],  # .. relu5_3 (index 29), without the last max-pool
+        "squeeze": models.squeezenet1_1(weights=None).features[:13],  # .. index 12
+    }
+
+
+@pytest.fixture(scope="module")
+def feature_stacks():
+    return _lpips_feature_stacks()
+
+
+@pytest.mark.parametrize("net", sorted(MIN_INPUT_SIDE))
+def test_min_input_side_matches_torchvision(net, feature_stacks):
+    torch = pytest.importorskip("torch")
+    side = MIN_INPUT_SIDE[net]
+    stack = feature_stacks[net].eval()
+    with torch.inference_mode():
+        assert stack(torch.zeros(1, 3, side, side)).shape[-2:] == (1, 1)
+        assert stack(torch.zeros(1, 3, side, 3 * side)).shape[-2] == 1
+        for shape in ((side - 1, side - 1), (side - 1, 4 * side), (4 * side, side - 1)):
+            with pytest.raises(RuntimeError, match="too small"):
+                stack(torch.zeros(1, 3, *shape))
+
+
+@pytest.mark.parametrize("net", sorted(MIN_INPUT_SIDE))
+def test_min_input_side_matches_reference_lpips(net):
+    """The reference lpips package (random backbone, its bundled lin weights) agrees."""
+    torch = pytest.importorskip("torch")
+    lpips = pytest.importorskip("lpips")
+    model = lpips.LPIPS(net=net, pnet_rand=True, pretrained=True, verbose=False).eval()
+    side = MIN_INPUT_SIDE[net]
+    with torch.inference_mode():
+        x = torch.zeros(1, 3, side, side)
+        assert model(x, x).shape == (1, 1, 1, 1)
+        y = torch.zeros(1, 3, side - 1, side - 1)
+        with pytest.raises(RuntimeError):
+            model(y, y)
+
+
+def test_min_side_for():
+    assert min_side_for("alex") == 31 and min_side_for("vgg") == 16
+    assert min_side_for("squeeze") == 17
+    with pytest.raises(ValueError, match=r"unknown backbone 'resnet'"):
+        min_side_for("resnet")
