@@ -28,6 +28,7 @@ import importlib.util
 import io
 import os
 import pickle
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -104,8 +105,14 @@ def _from_torchvision(net: str, *, allow_download: bool) -> BackboneWeights | No
         return BackboneWeights(_features_only(sd), f"torchvision ({_tv_weights(net)}) from {path}")
     if not allow_download or net in _download_failed:
         return None
+    url = _tv_weights(net).url
+    match = re.search(r"-([a-f0-9]+)\.", os.path.basename(url))
     try:
-        sd = _tv_weights(net).get_state_dict(progress=True, check_hash=True)
+        # torch.hub's own downloader (a progress bar once connected, nothing printed when the
+        # host is unreachable), checked against the hash prefix in torchvision's file name.
+        path.parent.mkdir(parents=True, exist_ok=True)
+        torch.hub.download_url_to_file(url, str(path), hash_prefix=match.group(1) if match else None, progress=True)
+        sd = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # no network, proxy, hash mismatch …: fall through to offline
         _download_failed[net] = f"{type(exc).__name__}: {exc}"
         return None

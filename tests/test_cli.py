@@ -1,0 +1,100 @@
+"""``python -m lpips_core compare``: JSON equal to the API, readable table, one-line errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import REPO, golden_dir
+from lpips_core import LPIPS
+from lpips_core.conventions import to_input
+
+
+def run_cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run(
+        [sys.executable, "-m", "lpips_core", *args], capture_output=True, text=True, cwd=REPO, env=full_env, timeout=300
+    )
+
+
+@pytest.fixture(scope="module")
+def files():
+    d = golden_dir()
+    return str(d / "ex_ref.png"), str(d / "ex_p0.png")
+
+
+def test_json_equals_api(files, golden):
+    proc = run_cli("compare", *files, "--json")
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert set(out) >= {"lpips", "per_layer", "layers", "net", "version", "lin", "convention", "size", "weights"}
+    model = LPIPS("alex")
+    res = model.compare(to_input(golden["ex_ref"]), to_input(golden["ex_p0"]))
+    assert out["lpips"] == pytest.approx(float(res.total[0]), abs=1e-6)
+    assert out["lpips"] == pytest.approx(0.721881, abs=1e-6)
+    np.testing.assert_allclose(out["per_layer"], res.per_layer[0], atol=1e-6)
+    assert out["layers"] == ["relu1", "relu2", "relu3", "relu4", "relu5"]
+    assert (out["net"], out["version"], out["lin"], out["convention"], out["size"]) == ("alex", "0.1", True, "[-1,1]", [64, 64])
+    assert out["weights"] == model.weights
+
+
+def test_json_options_equal_api(files, golden):
+    proc = run_cli("compare", *files, "--json", "--net", "vgg", "--version", "0.0", "--baseline",
+                   "--convention", "[0,255]", "--size", "96", "--device", "cpu")
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    model = LPIPS("vgg", "0.0", lin=False, device="cpu")
+    x = to_input(golden["ex_ref"], convention="[0,255]", size=96)
+    y = to_input(golden["ex_p0"], convention="[0,255]", size=96)
+    assert out["lpips"] == pytest.approx(float(model(x, y)), rel=1e-6)
+    assert (out["net"], out["version"], out["lin"], out["convention"], out["size"]) == ("vgg", "0.0", False, "[0,255]", [96, 96])
+
+
+def test_readable_table(files):
+    proc = run_cli("compare", *files)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("LPIPS 0.721881")
+    assert "relu5" in proc.stdout and "weights:" in proc.stdout
+
+
+def _assert_one_line_error(proc: subprocess.CompletedProcess, pattern: str) -> None:
+    assert proc.returncode != 0
+    assert proc.stdout == ""
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert pattern in lines[0], lines[0]
+
+
+def test_missing_file(files):
+    _assert_one_line_error(run_cli("compare", files[0], "no/such/file.png"), "No such file")
+
+
+def test_unreadable_image(files, tmp_path):
+    bad = tmp_path / "notes.png"
+    bad.write_text("hello, not an image")
+    _assert_one_line_error(run_cli("compare", files[0], str(bad)), "not an image format")
+
+
+def test_size_mismatch(files):
+    _assert_one_line_error(run_cli("compare", files[0], str(REPO / "sample_images" / "chelsea.png")), "differ in size")
+
+
+def test_size_mismatch_resolved_by_size(files):
+    proc = run_cli("compare", files[0], str(REPO / "sample_images" / "chelsea.png"), "--size", "64", "--json")
+    assert proc.returncode == 0 and json.loads(proc.stdout)["size"] == [64, 64]
+
+
+def test_missing_weights(files, tmp_path):
+    env = {"TORCH_HOME": str(tmp_path), "LPIPS_EXPLORER_OFFLINE": "1"}
+    _assert_one_line_error(run_cli("compare", *files, "--net", "squeeze", env=env), "squeezenet1_1-b8a52dc0.pth")
+
+
+def test_too_small_for_backbone(files):
+    _assert_one_line_error(run_cli("compare", *files, "--size", "16"), "too small")
