@@ -45,17 +45,9 @@ def device(request) -> str:
 
 def reference_lpips(net: str, version: str, lin: bool, features_state_dict: dict, *, spatial: bool = False):
     """The reference package's model (``pnet_rand=True``: downloads nothing) given our backbone weights."""
-    import lpips
+    from lpips_core.oracle import reference_model
 
-    ref = lpips.LPIPS(net=net, version=version, lpips=lin, pnet_rand=True, spatial=spatial, verbose=False)
-    own = {}
-    for name, module in ref.net.named_modules():
-        parts = name.split(".")
-        if len(parts) == 2 and parts[0].startswith("slice"):
-            for pname, _ in module.named_parameters(recurse=True):
-                own[f"{name}.{pname}"] = features_state_dict[f"{parts[1]}.{pname}"]
-    ref.net.load_state_dict(own, strict=True)
-    return ref.eval()
+    return reference_model(net, version, lin, features_state_dict, spatial=spatial)
 
 
 # --------------------------------------------------------------------------- Streamlit AppTest
