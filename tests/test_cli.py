@@ -98,3 +98,27 @@ def test_missing_weights(files, tmp_path):
 
 def test_too_small_for_backbone(files):
     _assert_one_line_error(run_cli("compare", *files, "--size", "16"), "too small")
+
+
+def test_bad_image_corpus_through_cli(tmp_path, capfd):
+    """Every error case of the generated bad-image corpus (tests/image_corpus.py), passed to the
+    CLI's entry point: exit status 2, exactly one line on stderr naming the problem, no traceback."""
+    import re
+
+    from image_corpus import corpus
+
+    from lpips_core.__main__ import main
+
+    good = str(golden_dir() / "ex_ref.png")
+    cases = [c for c in corpus() if c.expect == "error" and not c.kwargs]
+    assert len(cases) >= 10
+    for case in cases:
+        path = tmp_path / case.filename
+        path.write_bytes(case.data)
+        code = main(["compare", good, str(path)])
+        out, err = capfd.readouterr()
+        assert code == 2, case.name
+        assert out == "" and "Traceback" not in err, case.name
+        lines = err.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: "), (case.name, err)
+        assert re.search(case.match, lines[0]), (case.name, lines[0])
