@@ -15,6 +15,7 @@ Session state it owns:
 from __future__ import annotations
 
 import html
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,8 +56,12 @@ def device_name() -> str:
 
 @st.cache_resource(show_spinner="Loading the LPIPS model…")
 def _load_model(net: str, version: str, lin: bool, device: str) -> LPIPS:
-    # One instance per (net, version, lin, device) for the whole server; never mutated.
-    return LPIPS(net, version, lin, device=device)
+    # One instance per (net, version, lin, device) for the whole server; never mutated. The log
+    # line lets the load test count how many times a model was really built.
+    model = LPIPS(net, version, lin, device=device)
+    print(f"lpips-explorer: loaded model net={net} version={version} lin={lin} device={device}",
+          file=sys.stderr, flush=True)
+    return model
 
 
 def get_model(net: str | None = None, version: str | None = None, lin: bool | None = None,
