@@ -1,0 +1,297 @@
+"""Time lpips_core against the reference ``lpips`` package, side by side, in one process.
+
+Cases (same inputs, same device, same backbone weights for both):
+
+- ``pair-{net}-{size}``: one pair at 64, 256 and 512 px. Reference: ``model(x, y)`` under
+  ``torch.no_grad()``; ours: ``LPIPS.forward`` (both images in one backbone batch).
+- ``sweep-{net}-256``: 16 distortions of one 256 px reference. Reference: 16 calls; ours: the
+  cached-reference batched path (``compare_batch``) with the reference cache emptied before every
+  run, so the reference goes through the network once per run, as on a cold page.
+  ``sweep-{net}-256-warm``: the same with the reference's features already cached (a slider move).
+- ``grid-{net}``: the Conventions page's grid for one 256 px pair (sizes native, 64, 128, 224,
+  256 × the six variants). Reference: one call per cell with the matching reference model;
+  ours: :func:`lpips_core.sweeps.conventions_grid`.
+- floor (every case): the bare backbone forward passes the path must do for the same images —
+  the torchvision ``features`` stack alone, on already prepared inputs, batched as our path
+  batches them. No LPIPS implementation can beat it.
+
+Every case first checks that both give the same numbers (1e-5 absolute), then times medians over
+``--repeat`` runs. ``speedup = reference_s / ours_s`` and ``over_floor = ours_s / floor_s``.
+Peak memory: CUDA's max allocated bytes per run on a GPU; on the CPU the peak resident set
+sampled every millisecond during the run, minus the resident set before it.
+
+    python benchmarks/bench.py [--device cpu|cuda] [--repeat 5] [--json] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import threading
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from lpips_core import LPIPS  # noqa: E402
+from lpips_core.conventions import to_input  # noqa: E402
+from lpips_core.distortions import gaussian_blur, gaussian_noise, jpeg, shift  # noqa: E402
+from lpips_core.images import load_image  # noqa: E402
+from lpips_core.oracle import reference_model  # noqa: E402
+from lpips_core.sweeps import _VARIANT_CONFIG, VARIANTS, conventions_grid, size_label  # noqa: E402
+
+TOL = 1e-5
+GRID_SIZES = (None, 64, 128, 224, 256)
+
+
+@dataclass
+class Case:
+    name: str
+    reference_s: float
+    ours_s: float
+    floor_s: float
+    speedup: float
+    over_floor: float
+    max_abs_diff: float
+    reference_peak_mb: float
+    ours_peak_mb: float
+    floor_peak_mb: float
+
+
+# --------------------------------------------------------------------------- measuring
+def _rss_mb() -> float:
+    with open("/proc/self/statm") as fh:
+        return int(fh.read().split()[1]) * 4096 / 2**20
+
+
+class _PeakSampler:
+    """Peak resident set above the starting point, sampled in a thread (CPU runs)."""
+
+    def __enter__(self):
+        self.base = self.peak = _rss_mb()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self):
+        while not self._stop.is_set():
+            self.peak = max(self.peak, _rss_mb())
+            time.sleep(0.001)
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, _rss_mb())
+        self.mb = self.peak - self.base
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def measure(fn: Callable[[], object], device: torch.device, repeat: int) -> tuple[float, float]:
+    """(median seconds, peak MB) of ``fn`` after one warm-up run."""
+    fn()
+    _sync(device)
+    times = []
+    for _ in range(repeat):
+        _sync(device)
+        t0 = time.perf_counter()
+        fn()
+        _sync(device)
+        times.append(time.perf_counter() - t0)
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+        before = torch.cuda.memory_allocated()
+        fn()
+        _sync(device)
+        peak = (torch.cuda.max_memory_allocated() - before) / 2**20
+    elif Path("/proc/self/statm").exists():
+        with _PeakSampler() as s:
+            fn()
+        peak = s.mb
+    else:
+        peak = float("nan")
+    return statistics.median(times), peak
+
+
+# --------------------------------------------------------------------------- inputs
+def photo(side: int) -> np.ndarray:
+    """The astronaut sample photo, resized to ``side × side``, (H, W, 3) float32 in [0, 1]."""
+    img = load_image(REPO / "sample_images" / "astronaut.png").array
+    return to_input(img, convention="[0,1]", size=side)[0].permute(1, 2, 0).numpy().copy()
+
+
+def distortions16(img: np.ndarray) -> list[np.ndarray]:
+    out = [shift(img, d, boundary="reflect") for d in (1, 2, 3, 4)]
+    out += [gaussian_blur(img, s) for s in (0.5, 1.0, 1.5, 2.0)]
+    out += [gaussian_noise(img, s, seed=i) for i, s in enumerate((0.02, 0.05, 0.1, 0.2))]
+    out += [jpeg(img, q) for q in (10, 30, 50, 90)]
+    return out
+
+
+# --------------------------------------------------------------------------- cases
+def pair_case(net, size, ours, ref, device, repeat) -> Case:
+    a = photo(size)
+    x = to_input(a, device=device)
+    y = to_input(gaussian_blur(a, 1.5), device=device)
+
+    def run_ref():
+        with torch.no_grad():
+            return ref(x, y).flatten()
+
+    def run_floor():
+        with torch.inference_mode():
+            return ours.backbone(torch.cat([x, y]))
+
+    diff = float((ours(x, y).cpu() - run_ref().cpu()).abs().max())
+    return _case(f"pair-{net}-{size}", diff, run_ref, lambda: ours(x, y), run_floor, device, repeat)
+
+
+def sweep_case(net, ours, ref, device, repeat, *, warm: bool) -> Case:
+    a = photo(256)
+    x = to_input(a, device=device)
+    batch = torch.cat([to_input(d) for d in distortions16(a)]).to(device)
+
+    def run_ref():
+        with torch.no_grad():
+            return torch.cat([ref(x, batch[i:i + 1]).flatten() for i in range(len(batch))])
+
+    def run_ours():
+        if not warm:
+            ours._ref_cache.clear()
+        return ours.compare_batch(x, batch).total
+
+    def run_floor():
+        with torch.inference_mode():
+            if not warm:
+                ours.backbone((x - ours.shift) / ours.scale)
+            return ours.backbone((batch - ours.shift) / ours.scale)
+
+    diff = float((run_ours() - run_ref().cpu()).abs().max())
+    name = f"sweep-{net}-256" + ("-warm" if warm else "")
+    return _case(name, diff, run_ref, run_ours, run_floor, device, repeat)
+
+
+def grid_case(net, ours_by_version, refs, device, repeat) -> Case:
+    a = photo(256)
+    b = gaussian_blur(a, 1.5)
+    keys = {ver: [] for ver in ("0.1", "0.0")}
+    for v in VARIANTS:
+        conv, ver, _, gray = _VARIANT_CONFIG[v]
+        if (conv, gray) not in keys[ver]:
+            keys[ver].append((conv, gray))
+
+    def run_ref():
+        out = {}
+        with torch.no_grad():
+            for size in GRID_SIZES:
+                for v in VARIANTS:
+                    conv, ver, lin, gray = _VARIANT_CONFIG[v]
+                    x = to_input(a, convention=conv, size=size, grayscale=gray, device=device)
+                    y = to_input(b, convention=conv, size=size, grayscale=gray, device=device)
+                    out[(v, size_label(size))] = float(refs[(ver, lin)](x, y))
+        return out
+
+    def run_ours():
+        cells = conventions_grid(a, b, get_model=lambda n, ver: ours_by_version[ver], nets=(net,), sizes=GRID_SIZES)
+        return {(c.variant, c.size_label): c.value for c in cells}
+
+    prepared = []
+    for size in GRID_SIZES:
+        for ver, ks in keys.items():
+            m = ours_by_version[ver]
+            t = torch.cat([to_input(img, convention=c, size=size, grayscale=g, device=device)
+                           for img in (a, b) for c, g in ks])
+            prepared.append((m, (t - m.shift) / m.scale if ver == "0.1" else t))
+
+    def run_floor():
+        with torch.inference_mode():
+            return [m.backbone(t) for m, t in prepared]
+
+    r, o = run_ref(), run_ours()
+    diff = max(abs(r[k] - o[k]) for k in r)
+    return _case(f"grid-{net}", diff, run_ref, run_ours, run_floor, device, repeat)
+
+
+def _case(name, diff, run_ref, run_ours, run_floor, device, repeat) -> Case:
+    if not diff <= TOL:
+        raise SystemExit(f"{name}: ours and the reference differ by {diff:.2e} > {TOL:g}; not timing")
+    ref_s, ref_mb = measure(run_ref, device, repeat)
+    ours_s, ours_mb = measure(run_ours, device, repeat)
+    floor_s, floor_mb = measure(run_floor, device, repeat)
+    return Case(name, ref_s, ours_s, floor_s, ref_s / ours_s, ours_s / floor_s, diff, ref_mb, ours_mb, floor_mb)
+
+
+# --------------------------------------------------------------------------- main
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--repeat", type=int, default=5, help="timed runs per measurement (median)")
+    p.add_argument("--nets", default="alex,vgg")
+    p.add_argument("--quick", action="store_true", help="pairs at 64 and 256 only, 3 repeats")
+    p.add_argument("--only", default="", help="comma-separated case-name prefixes to run")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    args = p.parse_args(argv)
+    device = torch.device(args.device)
+    repeat = 3 if args.quick else args.repeat
+    sizes = (64, 256) if args.quick else (64, 256, 512)
+    wanted = tuple(s for s in args.only.split(",") if s)
+
+    def want(name: str) -> bool:
+        return not wanted or name.startswith(wanted)
+
+    cases: list[Case] = []
+    for net in args.nets.split(","):
+        ours = {ver: LPIPS(net, ver, True, device=device) for ver in ("0.1", "0.0")}
+        refs = {(ver, lin): reference_model(net, ver, lin).to(device) for ver in ("0.1", "0.0") for lin in (True, False)}
+        for size in sizes:
+            if want(f"pair-{net}-{size}"):
+                # the expensive VGG 512 px pair gets fewer repeats
+                r = max(1, repeat // 2) if (net == "vgg" and size == 512) else repeat
+                cases.append(pair_case(net, size, ours["0.1"], refs[("0.1", True)], device, r))
+                _progress(cases[-1], args.json)
+        for warm in (False, True):
+            if want(f"sweep-{net}"):
+                cases.append(sweep_case(net, ours["0.1"], refs[("0.1", True)], device, repeat, warm=warm))
+                _progress(cases[-1], args.json)
+        if want(f"grid-{net}"):
+            cases.append(grid_case(net, ours, refs, device, max(1, repeat // 2) if net == "vgg" else repeat))
+            _progress(cases[-1], args.json)
+
+    result = {
+        "device": str(device) if device.type != "cuda" else f"cuda ({torch.cuda.get_device_name(device)})",
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "repeat": repeat,
+        "cases": [asdict(c) for c in cases],
+    }
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print(f"\ndevice {result['device']}, torch {result['torch']}, {result['threads']} threads, median of {repeat}")
+        print(f"{'case':<22}{'reference s':>12}{'ours s':>10}{'floor s':>10}{'speedup':>9}{'/floor':>8}{'diff':>10}{'MB ref/ours':>14}")
+        for c in cases:
+            print(f"{c.name:<22}{c.reference_s:>12.4f}{c.ours_s:>10.4f}{c.floor_s:>10.4f}{c.speedup:>9.2f}"
+                  f"{c.over_floor:>8.2f}{c.max_abs_diff:>10.1e}{c.reference_peak_mb:>8.0f}/{c.ours_peak_mb:<6.0f}")
+    return 0
+
+
+def _progress(case: Case, quiet: bool) -> None:
+    if not quiet:
+        print(f"  {case.name}: reference {case.reference_s:.4f}s, ours {case.ours_s:.4f}s, floor {case.floor_s:.4f}s",
+              file=sys.stderr, flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
