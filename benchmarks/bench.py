@@ -150,9 +150,11 @@ def pair_case(net, size, ours, ref, device, repeat) -> Case:
         with torch.no_grad():
             return ref(x, y).flatten()
 
+    both = (torch.cat([x, y]) - ours.shift) / ours.scale
+
     def run_floor():
         with torch.inference_mode():
-            return ours.backbone(torch.cat([x, y]))
+            return ours.backbone(both)
 
     diff = float((ours(x, y).cpu() - run_ref().cpu()).abs().max())
     return _case(f"pair-{net}-{size}", diff, run_ref, lambda: ours(x, y), run_floor, device, repeat)
@@ -172,11 +174,13 @@ def sweep_case(net, ours, ref, device, repeat, *, warm: bool) -> Case:
             ours._ref_cache.clear()
         return ours.compare_batch(x, batch).total
 
+    x_in, batch_in = (x - ours.shift) / ours.scale, (batch - ours.shift) / ours.scale
+
     def run_floor():
         with torch.inference_mode():
             if not warm:
-                ours.backbone((x - ours.shift) / ours.scale)
-            return ours.backbone((batch - ours.shift) / ours.scale)
+                ours.backbone(x_in)
+            return ours.backbone(batch_in)
 
     diff = float((run_ours() - run_ref().cpu()).abs().max())
     name = f"sweep-{net}-256" + ("-warm" if warm else "")
