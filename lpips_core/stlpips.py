@@ -1,0 +1,312 @@
+"""Shift-tolerant LPIPS (Ghildyal and Liu, ECCV 2022) on the checkpoints of ``stlpips-pytorch``.
+
+ST-LPIPS keeps LPIPS's recipe (scaling layer, taps after ReLUs, unit-normalised features, learned
+non-negative channel weights on the squared differences, spatial mean, sum over layers) and
+replaces the backbone by an anti-aliased one trained together with the lin weights on BAPPS:
+
+- **BlurPool**: every stride-2 step (conv1's stride, each max pool) becomes a stride-1 operation
+  followed by a depthwise ``[1, 2, 1] ⊗ [1, 2, 1] / 16`` blur applied with stride 2;
+- **reflection padding** of 2 px on every side before each blur (the "pad more" variant);
+- AlexNet's conv1 runs with **stride 1** (not 4), its blur sits *before* the first ReLU;
+- VGG16's 2 × 2 max pools run with stride 1, each followed by the blur.
+
+Layer by layer (``features`` indices as in the reference checkpoint, taps marked ``*``)::
+
+    alex  0 conv 11×11/1 p2 · 1 blur · 2 relu* · 3 maxpool 3/1 · 4 blur · 5 conv 5×5 p2 · 6 relu*
+          7 maxpool 3/1 · 8 blur · 9 conv 3×3 · 10 relu* · 11 conv · 12 relu* · 13 conv · 14 relu*
+    vgg   conv-relu ×2 (tap 3) · [maxpool 2/1 · blur] · conv-relu ×2 (tap 9) · [pool · blur]
+          conv-relu ×3 (tap 17) · [pool · blur] · ×3 (tap 25) · [pool · blur] · ×3 (tap 33)
+
+Input convention: exactly LPIPS's, images in ``[-1, 1]`` (the reference package's
+``normalize=False`` default), then the same scaling layer ``(x − shift) / scale``.
+
+Weights: one file per net, ``stlpips_pytorch/weights/vST0.0/{net}_shift_tolerant.pth``, holding
+backbone, blur filters, scaling layer and lin weights. The file is found through the installed
+distribution's file list (``importlib.metadata``) without importing the package (whose code
+imports IPython and torchsummary) and read with ``torch.load(weights_only=True)``.
+Install it with ``pip install --no-deps stlpips-pytorch==0.0.2``.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+from collections import OrderedDict
+from pathlib import Path
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .backbones import CHANNELS, LAYER_NAMES
+from .model import LPIPS, Features, resolve_device, unit_normalize
+from .weights import WeightsUnavailable
+
+__all__ = [
+    "BlurDownsample",
+    "MIN_SIDE",
+    "ST_NETS",
+    "ST_VERSION",
+    "STLPIPS",
+    "STBackbone",
+    "checkpoint_path",
+    "fix_message",
+]
+
+STNet = Literal["alex", "vgg"]
+ST_NETS: tuple[str, ...] = ("alex", "vgg")
+ST_VERSION = "ST0.0"
+_DIST = "stlpips-pytorch"
+_PIN = "stlpips-pytorch==0.0.2"
+_TAPS: dict[str, tuple[int, ...]] = {"alex": (2, 6, 10, 12, 14), "vgg": (3, 9, 17, 25, 33)}
+#: The smallest image side each backbone accepts: its reflection pads need every map to keep at
+#: least 3 px (measured; a smaller side raises ``ValueError`` in :meth:`STLPIPS.features`).
+MIN_SIDE: dict[str, int] = {"alex": 21, "vgg": 18}
+
+
+class BlurDownsample(nn.Module):
+    """Anti-aliased stride-2 subsampling: reflect-pad 2 px, depthwise binomial 3 × 3 blur, stride 2.
+
+    ``(N, C, H, W)`` → ``(N, C, ⌊(H + 1) / 2⌋, ⌊(W + 1) / 2⌋)``. Needs ``H, W ≥ 3`` (reflection).
+    """
+
+    def __init__(self, channels: int):
+        super().__init__()
+        taps = torch.tensor([1.0, 2.0, 1.0])
+        kernel = torch.outer(taps, taps) / 16.0
+        self.channels = channels
+        self.register_buffer("filt", kernel.expand(channels, 1, 3, 3).contiguous(), persistent=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.conv2d(F.pad(x, (2, 2, 2, 2), mode="reflect"), self.filt, stride=2, groups=self.channels)
+
+    def extra_repr(self) -> str:
+        return f"channels={self.channels}, filter=[1,2,1]²/16, pad=reflect 2, stride=2"
+
+
+def _alex_layers() -> list[nn.Module]:
+    return [
+        nn.Conv2d(3, 64, 11, stride=1, padding=2), BlurDownsample(64), nn.ReLU(),
+        nn.MaxPool2d(3, stride=1), BlurDownsample(64), nn.Conv2d(64, 192, 5, padding=2), nn.ReLU(),
+        nn.MaxPool2d(3, stride=1), BlurDownsample(192), nn.Conv2d(192, 384, 3, padding=1), nn.ReLU(),
+        nn.Conv2d(384, 256, 3, padding=1), nn.ReLU(),
+        nn.Conv2d(256, 256, 3, padding=1), nn.ReLU(),
+    ]
+
+
+def _vgg_layers() -> list[nn.Module]:
+    layers: list[nn.Module] = []
+    c_in = 3
+    for stage, (width, convs) in enumerate(((64, 2), (128, 2), (256, 3), (512, 3), (512, 3))):
+        if stage:
+            layers += [nn.MaxPool2d(2, stride=1), BlurDownsample(c_in)]
+        for _ in range(convs):
+            layers += [nn.Conv2d(c_in, width, 3, padding=1), nn.ReLU()]
+            c_in = width
+    return layers
+
+
+class STBackbone(nn.Module):
+    """The anti-aliased AlexNet or VGG16 of ST-LPIPS, returning the five tapped ReLU outputs.
+
+    Args:
+        net: ``"alex"`` or ``"vgg"``.
+        state_dict: conv weights keyed by ``features`` index (``"0.weight"``, ``"5.bias"`` …, the
+            reference checkpoint's ``net.sliceK.`` prefix removed). Blur filters found in it
+            (``"1.filt"`` …) are checked against the binomial filter, not loaded.
+    """
+
+    def __init__(self, net: str, state_dict: dict[str, torch.Tensor]):
+        super().__init__()
+        if net not in ST_NETS:
+            raise ValueError(f"net must be one of {ST_NETS}, got {net!r}")
+        self.net = net
+        self.taps = _TAPS[net]
+        self.features = nn.Sequential(*(_alex_layers() if net == "alex" else _vgg_layers()))
+        own = self.features.state_dict()
+        missing = [k for k in own if k not in state_dict]
+        if missing:
+            raise ValueError(f"ST-LPIPS {net} state dict lacks {missing[:4]}{'…' if len(missing) > 4 else ''}")
+        self.features.load_state_dict({k: state_dict[k] for k in own}, strict=True)
+        for idx, layer in enumerate(self.features):
+            stored = state_dict.get(f"{idx}.filt")
+            if isinstance(layer, BlurDownsample) and stored is not None:
+                if stored.shape != layer.filt.shape or not torch.allclose(stored.float(), layer.filt, atol=1e-7):
+                    raise ValueError(f"the checkpoint's blur filter {idx}.filt is not the binomial [1,2,1]²/16")
+        self.requires_grad_(False)
+        self.eval()
+
+    def forward(self, x: torch.Tensor) -> list[torch.Tensor]:
+        """``(N, 3, H, W)`` scaled input → one ``(N, C_l, H_l, W_l)`` tensor per tap."""
+        out = []
+        last = self.taps[-1]
+        for i, layer in enumerate(self.features):
+            x = layer(x)
+            if i in self.taps:
+                out.append(x)
+            if i == last:
+                break
+        return out
+
+
+# ----------------------------------------------------------------------------- weights
+def checkpoint_path(net: str) -> Path | None:
+    """Where the installed ``stlpips-pytorch`` keeps ``net``'s checkpoint, or ``None``.
+
+    Reads the distribution's file list; the package itself is never imported.
+    """
+    if net not in ST_NETS:
+        raise ValueError(f"net must be one of {ST_NETS}, got {net!r}")
+    try:
+        files = importlib.metadata.files(_DIST) or []
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    name = f"{net}_shift_tolerant.pth"
+    for f in files:
+        if f.name == name and f.parent.name == f"v{ST_VERSION}":
+            path = Path(f.locate())
+            return path if path.is_file() else None
+    return None
+
+
+def fix_message(net: str) -> str:
+    """What to do when ``net``'s ST-LPIPS checkpoint is missing."""
+    return (
+        f"No ST-LPIPS {net} checkpoint: {_PIN} ships {net}_shift_tolerant.pth in "
+        f"site-packages/stlpips_pytorch/weights/v{ST_VERSION}/. Install it with "
+        f"'pip install --no-deps {_PIN}' (its code is never imported here, so its IPython and "
+        f"torchsummary imports are not needed)."
+    )
+
+
+def _load_checkpoint(net: str, checkpoint: str | Path | None) -> tuple[dict[str, torch.Tensor], str]:
+    if checkpoint is None:
+        path = checkpoint_path(net)
+        if path is None:
+            raise WeightsUnavailable(net, fix_message(net))
+        try:
+            version = importlib.metadata.version(_DIST)
+        except importlib.metadata.PackageNotFoundError:  # pragma: no cover - found a file, so installed
+            version = "?"
+        source = f"stlpips-pytorch {version}: {path}"
+    else:
+        path = Path(checkpoint)
+        if not path.is_file():
+            raise WeightsUnavailable(net, f"ST-LPIPS checkpoint {path} does not exist. " + fix_message(net))
+        source = f"file: {path}"
+    sd = torch.load(path, map_location="cpu", weights_only=True)
+    if not isinstance(sd, dict):
+        raise ValueError(f"{path} does not hold a state dict")
+    return sd, source
+
+
+def _split_checkpoint(net: str, sd: dict[str, torch.Tensor]) -> tuple[dict, list[torch.Tensor], dict]:
+    """Reference checkpoint → (backbone dict by ``features`` index, lin weights, scaling layer)."""
+    backbone = {}
+    for key, value in sd.items():
+        parts = key.split(".")
+        if parts[0] == "net" and len(parts) == 4 and parts[1].startswith("slice"):
+            backbone[f"{parts[2]}.{parts[3]}"] = value
+    lins = []
+    for i, channels in enumerate(CHANNELS[net][:5]):
+        key = f"lin{i}.model.1.weight"
+        if key not in sd:
+            raise ValueError(f"ST-LPIPS {net} checkpoint lacks {key}")
+        w = sd[key].reshape(-1).float().clone()
+        if w.numel() != channels:
+            raise ValueError(f"{key} has {w.numel()} channels, expected {channels}")
+        lins.append(w)
+    if "scaling_layer.shift" not in sd or "scaling_layer.scale" not in sd:
+        raise ValueError(f"ST-LPIPS {net} checkpoint lacks the scaling layer (shift, scale)")
+    scaling = {k: sd[f"scaling_layer.{k}"].float().reshape(1, 3, 1, 1) for k in ("shift", "scale")}
+    return backbone, lins, scaling
+
+
+# ----------------------------------------------------------------------------- the metric
+class STLPIPS(LPIPS):
+    """Shift-tolerant LPIPS (``stlpips-pytorch`` 0.0.2, ``variant="shift_tolerant"``); frozen, eval.
+
+    It *is* an :class:`~lpips_core.model.LPIPS` with another network: everything after the
+    features (:meth:`compare`, :meth:`compare_features`, :meth:`compare_batch`,
+    :meth:`reference_features`, :meth:`channel_terms`, ``forward``) is LPIPS's own code, so results
+    are :class:`~lpips_core.model.LPIPSResult` with per-layer terms and per-layer maps upsampled
+    (bilinear) to the input size, and a page written for LPIPS takes this model unchanged.
+
+    Args:
+        net: ``"alex"`` (default; the paper's main model) or ``"vgg"``.
+        device: ``None`` = auto (CUDA, then MPS, then CPU), or a torch device.
+        checkpoint: read this file instead of the installed package's (tests, experiments).
+
+    Attributes:
+        weights: provenance, e.g. ``"stlpips-pytorch 0.0.2: …/vST0.0/alex_shift_tolerant.pth"``.
+        layer_names: ``("relu1", …, "relu5")`` or ``("relu1_2", …, "relu5_3")``.
+        input_range: ``"[-1,1]"``, the convention inputs must follow (as LPIPS).
+        version: ``"ST0.0"`` (features of LPIPS and ST-LPIPS never compare with each other).
+
+    Raises:
+        ValueError: unknown ``net`` or a checkpoint of the wrong shape.
+        WeightsUnavailable: ``stlpips-pytorch`` is not installed; the message says how to fix it.
+
+    Example:
+        >>> model = STLPIPS("alex", device="cpu")           # doctest: +SKIP
+        >>> x = torch.rand(1, 3, 64, 64) * 2 - 1             # images in [-1, 1]
+        >>> model.compare(x, x.roll(1, -1)).total            # doctest: +SKIP
+    """
+
+    input_range = "[-1,1]"
+
+    def __init__(
+        self,
+        net: str = "alex",
+        device: torch.device | str | None = None,
+        *,
+        checkpoint: str | Path | None = None,
+    ):
+        # LPIPS.__init__ would resolve torchvision weights and the lpips package's lin files:
+        # initialise the Module directly and set every attribute LPIPS's methods read.
+        nn.Module.__init__(self)
+        if net not in ST_NETS:
+            raise ValueError(f"net must be one of {ST_NETS}, got {net!r}")
+        self.net = net
+        self.version = ST_VERSION
+        self.lin = True
+        self.layer_names = LAYER_NAMES[net]
+        sd, self.weights = _load_checkpoint(net, checkpoint)
+        backbone_sd, lins, scaling = _split_checkpoint(net, sd)
+        self.backbone = STBackbone(net, backbone_sd)
+        self.register_buffer("shift", scaling["shift"], persistent=False)
+        self.register_buffer("scale", scaling["scale"], persistent=False)
+        for i, w in enumerate(lins):
+            self.register_buffer(f"lin{i}", w, persistent=False)
+        self.requires_grad_(False)
+        self.eval()
+        self.device = resolve_device(device)
+        self.to(self.device)
+        self._ref_cache: OrderedDict[tuple, Features] = OrderedDict()
+        self.ref_cache_size = 8
+
+    def extra_repr(self) -> str:
+        return f"net={self.net!r}, shift-tolerant {self.version}, device={self.device}, weights={self.weights!r}"
+
+    @torch.inference_mode()
+    def features(self, x: torch.Tensor) -> Features:
+        """Run ``x`` (``(N, 3, H, W)`` float in ``[-1, 1]``) through the scaling layer and backbone.
+
+        Returns:
+            The unit-normalised taps (``Features`` with ``version="ST0.0"``).
+
+        Raises:
+            ValueError: wrong shape, or an image too small for the backbone's reflection pads.
+        """
+        x = self._check_input(x)
+        try:
+            taps = self.backbone((x - self.shift) / self.scale)
+        except (RuntimeError, ValueError) as exc:
+            text = str(exc).lower()
+            if any(s in text for s in ("size", "kernel", "padding", "dimension")):
+                raise ValueError(
+                    f"an input of {x.shape[-2]}×{x.shape[-1]} px is too small for the ST-LPIPS {self.net} "
+                    f"backbone: {exc}"
+                ) from exc
+            raise
+        return Features(tuple(unit_normalize(t) for t in taps), (x.shape[-2], x.shape[-1]), self.net, self.version)
