@@ -1,0 +1,212 @@
+"""The learned metrics side by side: LPIPS, shift-tolerant LPIPS and DISTS.
+
+One table (:data:`METRICS`) says, for each metric, which networks it has, which input range it
+expects and what its result carries; three functions serve the CLI and the pages:
+
+- :func:`prepare_input`: an image in ``[0, 1]`` → the tensor a metric is fed, under the metric's
+  correct convention (``convention="correct"``) or a deliberately wrong one (Conventions page);
+- :func:`build`: the model (build once and cache it; never inside a metric call);
+- :func:`availability`: whether the weights are here, and where from, or the fix.
+
+=========  ===============  ============  ==========================================================
+metric     nets             input range   result
+=========  ===============  ============  ==========================================================
+lpips      alex vgg squeeze ``[-1, 1]``   :class:`~lpips_core.model.LPIPSResult` (per layer, maps)
+stlpips    alex vgg         ``[-1, 1]``   :class:`~lpips_core.model.LPIPSResult` (per layer, maps)
+dists      vgg              ``[0, 1]``    :class:`~lpips_core.dists.DISTSResult` (texture and
+                                          structure per stage, no maps)
+=========  ===============  ============  ==========================================================
+
+Every model's ``compare(x, y).total`` is the ``(N,)`` distance; ``model(x, y)`` returns it too.
+
+Example:
+    >>> x = prepare_input("dists", ref01)                      # doctest: +SKIP
+    >>> y = prepare_input("dists", dist01)                     # doctest: +SKIP
+    >>> build("dists")(x, y)                                   # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, Sequence
+
+import numpy as np
+import torch
+from torch import nn
+
+from . import dists as _dists
+from . import stlpips as _st
+from . import weights as _weights
+from .conventions import CONVENTIONS, to_input
+
+__all__ = [
+    "METRICS",
+    "MetricInfo",
+    "MetricName",
+    "availability",
+    "build",
+    "convention_note",
+    "correct_convention",
+    "prepare_input",
+]
+
+MetricName = Literal["lpips", "stlpips", "dists"]
+
+
+@dataclass(frozen=True)
+class MetricInfo:
+    """What a page or the CLI needs to know about one metric.
+
+    Attributes:
+        name: the key (``"lpips"``, ``"stlpips"``, ``"dists"``), as the CLI's ``--metric``.
+        label: how to show it (``"ST-LPIPS"``).
+        nets: the networks it has; ``default_net`` the one used when none is named.
+        input_range: the convention of :mod:`lpips_core.conventions` its inputs must follow.
+        per_layer: the result has per-layer terms (``LPIPSResult.per_layer``) and spatial maps.
+        per_stage: the result has texture and structure terms per stage (``DISTSResult``).
+        reference: the paper.
+        summary: one line on what it changes with respect to LPIPS.
+    """
+
+    name: str
+    label: str
+    nets: tuple[str, ...]
+    default_net: str
+    input_range: str
+    per_layer: bool
+    per_stage: bool
+    reference: str
+    summary: str
+
+
+METRICS: dict[str, MetricInfo] = {
+    "lpips": MetricInfo(
+        "lpips", "LPIPS", ("alex", "vgg", "squeeze"), "alex", "[-1,1]", True, False,
+        "Zhang, Isola, Efros, Shechtman and Wang, CVPR 2018",
+        "ImageNet features, unit-normalised, channel weights fitted to BAPPS 2AFC judgments.",
+    ),
+    "stlpips": MetricInfo(
+        "stlpips", "ST-LPIPS", _st.ST_NETS, "alex", _st.STLPIPS.input_range, True, False,
+        "Ghildyal and Liu, ECCV 2022",
+        "LPIPS on an anti-aliased backbone (BlurPool, reflection padding, conv1 stride 1), "
+        "retrained on BAPPS: tolerant of small shifts.",
+    ),
+    "dists": MetricInfo(
+        "dists", "DISTS", ("vgg",), "vgg", _dists.DISTS.input_range, False, True,
+        "Ding, Ma, Wang and Simoncelli, IEEE TPAMI 2022",
+        "VGG16 with L2 pooling and the input as stage 0; structure (correlation) and texture "
+        "(mean) terms per channel, fitted to KADID-10k: tolerant of resampled texture.",
+    ),
+}
+
+_NOTES = {
+    ("[-1,1]", "[-1,1]"): "Correct: the image in [0, 1] is fed as 2x − 1.",
+    ("[-1,1]", "[0,1]"): "Wrong: a [0, 1] image fed as if it were in [−1, 1] (the forgotten normalize=True).",
+    ("[-1,1]", "[0,255]"): "Wrong: raw 8-bit values fed where [−1, 1] is expected.",
+    ("[0,1]", "[0,1]"): "Correct: the image is fed in [0, 1], as torchvision's ToTensor gives it.",
+    ("[0,1]", "[-1,1]"): "Wrong: an LPIPS-style 2x − 1 image fed where [0, 1] is expected.",
+    ("[0,1]", "[0,255]"): "Wrong: raw 8-bit values fed where [0, 1] is expected.",
+}
+
+
+def _info(metric: str) -> MetricInfo:
+    if metric not in METRICS:
+        raise ValueError(f"metric must be one of {tuple(METRICS)}, got {metric!r}")
+    return METRICS[metric]
+
+
+def _net(info: MetricInfo, net: str | None) -> str:
+    if net is None:
+        return info.default_net
+    if net not in info.nets:
+        raise ValueError(f"{info.label} has nets {info.nets}, got {net!r}")
+    return net
+
+
+def correct_convention(metric: str) -> str:
+    """The range convention ``metric`` expects: ``"[-1,1]"`` (LPIPS, ST-LPIPS) or ``"[0,1]"`` (DISTS)."""
+    return _info(metric).input_range
+
+
+def convention_note(metric: str, convention: str) -> str:
+    """One sentence on what feeding ``metric`` under ``convention`` means (correct or which mistake)."""
+    expected = correct_convention(metric)
+    if convention == "correct":
+        convention = expected
+    if convention not in CONVENTIONS:
+        raise ValueError(f"convention must be 'correct' or one of {CONVENTIONS}, got {convention!r}")
+    return f"{METRICS[metric].label}: " + _NOTES[(expected, convention)]
+
+
+def prepare_input(
+    metric: str,
+    img: np.ndarray | torch.Tensor,
+    *,
+    convention: str = "correct",
+    size: int | Sequence[int] | None = None,
+    grayscale: bool = False,
+    method: str = "bilinear",
+    device: torch.device | str | None = None,
+) -> torch.Tensor:
+    """An image in ``[0, 1]`` → the ``(N, 3, H', W')`` float32 tensor to feed ``metric``.
+
+    Args:
+        metric: ``"lpips"``, ``"stlpips"`` or ``"dists"``.
+        img: ``(H, W, 3)``/``(H, W)`` NumPy float array in ``[0, 1]``, or ``(N, 3, H, W)`` tensor in ``[0, 1]``.
+        convention: ``"correct"`` (the metric's own: :func:`correct_convention`) or an explicit
+            ``"[-1,1]"``, ``"[0,1]"``, ``"[0,255]"`` to show what a wrong one does.
+        size, grayscale, method, device: as :func:`lpips_core.conventions.to_input`.
+
+    Raises:
+        ValueError: unknown metric or convention; bad shape, size or method.
+        TypeError: not a float image.
+    """
+    expected = correct_convention(metric)
+    if convention == "correct":
+        convention = expected
+    elif convention not in CONVENTIONS:
+        raise ValueError(f"convention must be 'correct' or one of {CONVENTIONS}, got {convention!r}")
+    return to_input(img, convention=convention, size=size, grayscale=grayscale, method=method, device=device)
+
+
+def build(metric: str, net: str | None = None, *, device: torch.device | str | None = None) -> nn.Module:
+    """The frozen model for ``metric`` (``net`` defaults to the metric's ``default_net``).
+
+    LPIPS is built as version 0.1 with lin weights. Slow (loads weights): cache the result.
+
+    Raises:
+        ValueError: unknown metric or a net the metric does not have.
+        WeightsUnavailable: weights missing; the message says how to fix it.
+    """
+    info = _info(metric)
+    net = _net(info, net)
+    if metric == "lpips":
+        from .model import LPIPS
+
+        return LPIPS(net, device=device)
+    if metric == "stlpips":
+        return _st.STLPIPS(net, device=device)
+    return _dists.DISTS(device=device)
+
+
+def availability(metric: str, net: str | None = None) -> tuple[bool, str]:
+    """Whether ``metric``'s weights for ``net`` are here without a download, and their source or the fix.
+
+    Cheap: looks for files, loads nothing.
+    """
+    info = _info(metric)
+    net = _net(info, net)
+    if metric == "lpips":
+        return _weights.availability(net)
+    if metric == "stlpips":
+        path = _st.checkpoint_path(net)
+        if path is None:
+            return False, _st.fix_message(net)
+        return True, f"stlpips-pytorch: {path}"
+    ok, vgg = _weights.availability("vgg")
+    path = _dists.alpha_beta_path()
+    if not ok:
+        return False, f"DISTS needs VGG16: {vgg}"
+    if path is None:
+        return False, _dists.fix_message()
+    return True, f"VGG16: {vgg}; alpha/beta: {path}"
