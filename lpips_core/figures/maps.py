@@ -1,0 +1,196 @@
+"""Where a distance comes from: spatial maps over the image, per-layer bars, and a map as PNG.
+
+Pure builders (no Streamlit). The PNG path uses NumPy and Pillow only (Plotly's static export
+needs kaleido, which the project does not depend on): :func:`colorize` maps values through the
+same colour scale the interactive figure uses, so the download looks like the screen.
+"""
+
+from __future__ import annotations
+
+import io
+from typing import Mapping, Sequence
+
+import numpy as np
+import plotly.colors as pc
+import plotly.graph_objects as go
+from PIL import Image
+
+__all__ = [
+    "MAP_COLORSCALE",
+    "abs_difference",
+    "colorize",
+    "map_overlay",
+    "map_png",
+    "per_layer_bars",
+    "to_uint8",
+]
+
+#: Plotly's "Inferno" (dark = no difference, bright = large), shared by figures and PNGs.
+MAP_COLORSCALE = "Inferno"
+
+
+def to_uint8(image: np.ndarray) -> np.ndarray:
+    """``(H, W, 3)`` (or ``(H, W)``) float in ``[0, 1]`` → ``uint8`` ``(H, W, 3)``, rounded."""
+    a = np.asarray(image, dtype=np.float64)
+    if a.ndim == 2:
+        a = np.repeat(a[:, :, None], 3, axis=2)
+    if a.ndim != 3 or a.shape[2] != 3:
+        raise ValueError(f"expected an image (H, W, 3) or (H, W), got shape {a.shape}")
+    return np.clip(np.rint(a * 255.0), 0, 255).astype(np.uint8)
+
+
+def abs_difference(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, float]:
+    """``|a − b|`` scaled so its largest value is 1, and the gain used (1 for identical images).
+
+    Args:
+        a, b: ``(H, W, 3)`` float arrays in ``[0, 1]``, the same shape.
+
+    Returns:
+        ``(diff, gain)``: ``diff = min(1, gain · |a − b|)`` float32 ``(H, W, 3)``; ``gain`` is
+        ``1 / max|a − b|`` (the factor to state beside the picture).
+    """
+    if np.shape(a) != np.shape(b):
+        raise ValueError(f"a and b must have the same shape, got {np.shape(a)} and {np.shape(b)}")
+    d = np.abs(np.asarray(a, dtype=np.float64) - np.asarray(b, dtype=np.float64))
+    peak = float(d.max()) if d.size else 0.0
+    gain = 1.0 / peak if peak > 0 else 1.0
+    return np.clip(d * gain, 0.0, 1.0).astype(np.float32), gain
+
+
+def _scale_rgb(colorscale: str) -> tuple[np.ndarray, np.ndarray]:
+    """The colour scale's stops ``(K,)`` and colours ``(K, 3)`` in ``[0, 255]``."""
+    stops = pc.get_colorscale(colorscale)
+    pos = np.array([s for s, _ in stops], dtype=np.float64)
+    rgb = np.array([pc.unlabel_rgb(pc.convert_colors_to_same_type([c], "rgb")[0][0]) for _, c in stops],
+                   dtype=np.float64)
+    return pos, rgb
+
+
+def colorize(values: np.ndarray, *, vmin: float = 0.0, vmax: float | None = None,
+             colorscale: str = MAP_COLORSCALE) -> np.ndarray:
+    """Map a 2-D array to colours: ``(H, W)`` → ``uint8`` ``(H, W, 3)``.
+
+    Values are scaled linearly from ``[vmin, vmax]`` (``vmax`` defaults to the maximum; a
+    constant map is all ``vmin``'s colour) and clipped, then interpolated linearly between the
+    colour scale's stops.
+    """
+    v = np.asarray(values, dtype=np.float64)
+    if v.ndim != 2:
+        raise ValueError(f"values must be a 2-D map, got shape {v.shape}")
+    hi = float(np.nanmax(v)) if vmax is None else float(vmax)
+    span = hi - vmin
+    t = np.zeros_like(v) if span <= 0 else np.clip((v - vmin) / span, 0.0, 1.0)
+    t = np.nan_to_num(t)
+    pos, rgb = _scale_rgb(colorscale)
+    out = np.stack([np.interp(t, pos, rgb[:, k]) for k in range(3)], axis=-1)
+    return np.clip(np.rint(out), 0, 255).astype(np.uint8)
+
+
+def map_png(values: np.ndarray, *, image: np.ndarray | None = None, opacity: float = 1.0,
+            vmax: float | None = None, colorscale: str = MAP_COLORSCALE) -> bytes:
+    """The map as PNG bytes: colourised, optionally blended over ``image`` with ``opacity``.
+
+    Args:
+        values: ``(H, W)`` map.
+        image: ``(H, W, 3)`` float in ``[0, 1]`` under the map, or ``None`` for the map alone.
+        opacity: the map's weight in ``[0, 1]`` when blended (``opacity · map + (1 − opacity) · image``).
+    """
+    if not 0.0 <= opacity <= 1.0:
+        raise ValueError(f"opacity must lie in [0, 1], got {opacity!r}")
+    rgb = colorize(values, vmax=vmax, colorscale=colorscale).astype(np.float64)
+    if image is not None:
+        base = to_uint8(image).astype(np.float64)
+        if base.shape[:2] != rgb.shape[:2]:
+            raise ValueError(f"image {base.shape[:2]} and map {rgb.shape[:2]} differ in size")
+        rgb = opacity * rgb + (1.0 - opacity) * base
+    buf = io.BytesIO()
+    Image.fromarray(np.clip(np.rint(rgb), 0, 255).astype(np.uint8)).save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def map_overlay(
+    image: np.ndarray,
+    values: np.ndarray,
+    *,
+    opacity: float = 0.6,
+    title: str = "",
+    value_name: str = "LPIPS term",
+    zmax: float | None = None,
+    colorscale: str = MAP_COLORSCALE,
+    height: int | None = None,
+) -> go.Figure:
+    """A spatial map over the image it describes, with the value under the cursor.
+
+    Args:
+        image: ``(H, W, 3)`` float in ``[0, 1]``.
+        values: ``(H, W)`` map of the same size (e.g. ``LPIPSResult.spatial_map[0]``).
+        opacity: the map's opacity in ``[0, 1]`` (0 shows the image alone).
+        value_name: the hover label.
+        zmax: the colour scale's top (default: the map's maximum).
+
+    Returns:
+        Two traces: ``go.Image`` (the image, uint8) and ``go.Heatmap`` whose ``z`` is ``values``.
+    """
+    if not 0.0 <= opacity <= 1.0:
+        raise ValueError(f"opacity must lie in [0, 1], got {opacity!r}")
+    v = np.asarray(values, dtype=np.float64)
+    img = to_uint8(image)
+    if v.shape != img.shape[:2]:
+        raise ValueError(f"the map {v.shape} and the image {img.shape[:2]} differ in size")
+    fig = go.Figure()
+    fig.add_trace(go.Image(z=img, hoverinfo="skip", name="image"))
+    fig.add_trace(go.Heatmap(
+        z=v, opacity=opacity, colorscale=colorscale, zmin=0.0,
+        zmax=float(v.max()) if zmax is None else float(zmax), name=value_name,
+        colorbar=dict(title=dict(text=value_name, side="right")),
+        hovertemplate="x %{x}, y %{y}<br>" + value_name + ": %{z:.4g}<extra></extra>",
+    ))
+    h, w = v.shape
+    fig.update_xaxes(range=[-0.5, w - 0.5], showticklabels=False, showgrid=False, zeroline=False)
+    fig.update_yaxes(range=[h - 0.5, -0.5], showticklabels=False, showgrid=False, zeroline=False,
+                     scaleanchor="x")
+    fig.update_layout(title=title or None, margin=dict(l=10, r=10, t=40 if title else 10, b=10),
+                      height=height or int(min(640, max(260, 520 * h / max(w, 1)))))
+    return fig
+
+
+def per_layer_bars(
+    per_layer: Mapping[str, tuple[Sequence[str], Sequence[float]]],
+    *,
+    title: str = "",
+) -> go.Figure:
+    """Each backbone's distance as a stack of its layers' terms ``d_l``.
+
+    Args:
+        per_layer: backbone label → ``(layer names, d_l values)``; the values sum to the total.
+
+    Returns:
+        One stacked ``go.Bar`` trace per layer position (``"layer 1"``, …); trace ``k`` holds
+        layer ``k`` of every backbone that has one (``x`` = backbone labels, ``y`` = its ``d_l``,
+        ``customdata`` = the layer's name).
+    """
+    if not per_layer:
+        raise ValueError("per_layer_bars needs at least one backbone")
+    depth = max(len(names) for names, _ in per_layer.values())
+    fig = go.Figure()
+    colours = pc.sample_colorscale("Viridis", [i / max(depth - 1, 1) for i in range(depth)])
+    for k in range(depth):
+        xs, ys, names = [], [], []
+        for label, (layer_names, values) in per_layer.items():
+            if len(layer_names) != len(values):
+                raise ValueError(f"{label}: {len(layer_names)} layer names for {len(values)} values")
+            if k < len(values):
+                xs.append(label)
+                ys.append(float(values[k]))
+                names.append(layer_names[k])
+        fig.add_trace(go.Bar(
+            x=xs, y=ys, customdata=names, name=f"layer {k + 1}", marker_color=colours[k],
+            hovertemplate="%{x} · %{customdata}: %{y:.4f}<extra></extra>",
+        ))
+    totals = {label: float(np.sum(values)) for label, (_, values) in per_layer.items()}
+    for label, total in totals.items():
+        fig.add_annotation(x=label, y=total, text=f"{total:.4f}", showarrow=False, yshift=10)
+    fig.update_layout(barmode="stack", title=title or None, yaxis_title="LPIPS (sum of layer terms)",
+                      margin=dict(l=10, r=10, t=40 if title else 20, b=10), height=380,
+                      legend_title_text="layer (shallow → deep)")
+    return fig

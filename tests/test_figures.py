@@ -1,0 +1,256 @@
+"""Figure builders: the traces are there and the plotted values are the library's."""
+
+from __future__ import annotations
+
+import io
+import math
+
+import numpy as np
+import plotly.graph_objects as go
+import pytest
+import torch
+from PIL import Image
+
+from lpips_core import metrics, synth
+from lpips_core.distortions import gaussian_blur, kernel_blur, shift
+from lpips_core.figures import grids, layers, lessons, maps
+from lpips_core.model import LPIPS
+from lpips_core.sweeps import GridCell
+from lpips_core.toy_layer import toy_layer
+
+
+def _traces(fig: go.Figure, kind: str) -> list:
+    return [t for t in fig.data if t.type == kind]
+
+
+# --------------------------------------------------------------------------- lessons
+def test_pixel_grid_plots_the_stripes():
+    ref = synth.stripes()
+    copies = {"reference": ref, "shifted": shift(ref, 1, boundary="wrap"),
+              "blurred": kernel_blur(ref, [0.25, 0.5, 0.25], boundary="wrap")}
+    fig = lessons.pixel_grid(copies)
+    heat = _traces(fig, "heatmap")
+    assert [t.name for t in heat] == list(copies)
+    for t, img in zip(heat, copies.values()):
+        np.testing.assert_array_equal(np.asarray(t.z), img[:, :, 0])
+    assert list(np.asarray(heat[2].z)[0]) == [0.25, 0.25, 0.75, 0.75, 0.25, 0.25, 0.75, 0.75]
+
+
+def test_pixel_grid_errors():
+    with pytest.raises(ValueError, match="at least one"):
+        lessons.pixel_grid({})
+    with pytest.raises(ValueError, match="must be"):
+        lessons.pixel_grid({"x": np.zeros(4)})
+
+
+def test_sweep_curves_values_and_gaps():
+    img = synth.texture_patch(0, size=64)
+    shifts = [0.0, 1.0, 2.0]
+    mse = [metrics.mse(img, shift(img, s, boundary="reflect")) for s in shifts]
+    psnr = [metrics.psnr(img, shift(img, s, boundary="reflect")) for s in shifts]
+    sig = [0.0, 1.0]
+    blur_mse = [metrics.mse(img, gaussian_blur(img, s)) for s in sig]
+    fig = lessons.sweep_curves(
+        {"shift": (shifts, {"MSE": mse, "PSNR (dB)": psnr, "LPIPS · AlexNet": [0.0, 0.1, 0.2]}),
+         "blur": (sig, {"MSE": blur_mse})},
+        markers={"shift": 1.0},
+    )
+    scat = {tuple(t.meta): t for t in _traces(fig, "scatter")}
+    assert set(scat) == {("shift", "MSE"), ("shift", "PSNR (dB)"), ("shift", "LPIPS · AlexNet"), ("blur", "MSE")}
+    np.testing.assert_allclose(scat[("shift", "MSE")].y, mse)
+    np.testing.assert_allclose(scat[("blur", "MSE")].y, blur_mse)
+    # PSNR of the identical image is inf: a gap, the rest exact
+    assert math.isinf(psnr[0]) and scat[("shift", "PSNR (dB)")].y[0] is None
+    np.testing.assert_allclose(scat[("shift", "PSNR (dB)")].y[1:], psnr[1:])
+    assert scat[("shift", "LPIPS · AlexNet")].yaxis != scat[("shift", "MSE")].yaxis
+    assert any(s.type == "line" for s in fig.layout.shapes)
+
+
+def test_sweep_curves_errors():
+    with pytest.raises(ValueError, match="matches none"):
+        lessons.sweep_curves({"a": ([0, 1], {"bogus": [1, 2]})})
+    with pytest.raises(ValueError, match="2 x values"):
+        lessons.sweep_curves({"a": ([0, 1], {"MSE": [1, 2, 3]})})
+
+
+# --------------------------------------------------------------------------- maps
+def test_colorize_endpoints_and_png_roundtrip():
+    v = np.array([[0.0, 0.5], [1.0, 2.0]])
+    rgb = maps.colorize(v, vmax=1.0)
+    assert rgb.dtype == np.uint8 and rgb.shape == (2, 2, 3)
+    assert tuple(rgb[0, 0]) == (0, 0, 4)          # Inferno's first stop
+    assert tuple(rgb[1, 0]) == (252, 255, 164)     # its last stop
+    np.testing.assert_array_equal(rgb[1, 1], rgb[1, 0])  # clipped above vmax
+    png = maps.map_png(v, vmax=1.0)
+    back = np.asarray(Image.open(io.BytesIO(png)).convert("RGB"))
+    np.testing.assert_array_equal(back, rgb)
+
+
+def test_map_png_blends_with_the_image():
+    v = np.ones((4, 5))
+    img = np.zeros((4, 5, 3), np.float32)
+    half = np.asarray(Image.open(io.BytesIO(maps.map_png(v, image=img, opacity=0.5))).convert("RGB"))
+    full = maps.colorize(v).astype(float)
+    np.testing.assert_allclose(half, np.rint(0.5 * full), atol=1)
+    with pytest.raises(ValueError, match="opacity"):
+        maps.map_png(v, opacity=1.5)
+    with pytest.raises(ValueError, match="differ in size"):
+        maps.map_png(v, image=np.zeros((3, 3, 3)))
+
+
+def test_abs_difference_gain():
+    a = np.zeros((2, 2, 3), np.float32)
+    b = a.copy()
+    b[0, 0, 0] = 0.25
+    d, gain = maps.abs_difference(a, b)
+    assert gain == pytest.approx(4.0) and d.max() == pytest.approx(1.0)
+    d, gain = maps.abs_difference(a, a)
+    assert gain == 1.0 and d.max() == 0
+
+
+@pytest.fixture(scope="module")
+def alex():
+    return LPIPS("alex")
+
+
+@pytest.fixture(scope="module")
+def pair():
+    ref = synth.texture_patch(3, size=64)
+    return ref, gaussian_blur(ref, 1.2)
+
+
+def test_map_overlay_holds_the_library_map(alex, pair):
+    from lpips_core.sweeps import lpips_many
+
+    ref, dist = pair
+    res = lpips_many(alex, ref, [dist], spatial=True)
+    values = res.spatial_map[0].numpy()
+    fig = maps.map_overlay(dist, values, opacity=0.35, title="t")
+    (img,), (heat,) = _traces(fig, "image"), _traces(fig, "heatmap")
+    np.testing.assert_array_equal(np.asarray(img.z), maps.to_uint8(dist))
+    np.testing.assert_allclose(np.asarray(heat.z), values)
+    assert heat.opacity == 0.35
+    assert "%{z" in heat.hovertemplate
+    assert float(np.asarray(heat.z).mean()) == pytest.approx(float(res.total[0]), rel=1e-3)
+    with pytest.raises(ValueError, match="differ in size"):
+        maps.map_overlay(dist, values[:10])
+    with pytest.raises(ValueError, match="opacity"):
+        maps.map_overlay(dist, values, opacity=-0.1)
+
+
+def test_per_layer_bars_stack_the_library_terms(alex, pair):
+    from lpips_core.sweeps import lpips_many
+
+    ref, dist = pair
+    res = lpips_many(alex, ref, [dist])
+    names, values = res.layer_names, res.per_layer[0].numpy()
+    fig = maps.per_layer_bars({"AlexNet": (names, values), "Other": (("a", "b"), (0.1, 0.2))})
+    bars = _traces(fig, "bar")
+    assert fig.layout.barmode == "stack" and len(bars) == len(names)
+    for k, bar in enumerate(bars):
+        assert bar.x[0] == "AlexNet" and bar.customdata[0] == names[k]
+        assert bar.y[0] == pytest.approx(float(values[k]))
+    assert sum(b.y[0] for b in bars) == pytest.approx(float(res.total[0]), rel=1e-6)
+    assert list(bars[2].x) == ["AlexNet"]  # "Other" has only two layers
+    with pytest.raises(ValueError, match="layer names"):
+        maps.per_layer_bars({"x": (("a",), (1.0, 2.0))})
+
+
+# --------------------------------------------------------------------------- layers
+def test_toy_arrows_draw_the_normalised_vectors():
+    toy = toy_layer()
+    fig = layers.toy_arrows(toy)
+    by_name = {t.name: t for t in _traces(fig, "scatter")}
+    for name, vecs in (("x̂ (reference)", toy.x_hat), ("ŷ (distorted)", toy.y_hat)):
+        t = by_name[name]
+        xs, ys = list(t.x), list(t.y)
+        for k, (i, j) in enumerate((i, j) for i in range(3) for j in range(3)):
+            ox, oy, ex, ey = xs[3 * k], ys[3 * k], xs[3 * k + 1], ys[3 * k + 1]
+            assert (ex - ox, ey - oy) == pytest.approx(tuple(vecs[i, j]))
+            assert xs[3 * k + 2] is None
+    assert "unit circle" in by_name
+    texts = " ".join(a.text for a in fig.layout.annotations)
+    assert "1.360" in texts and "0.344" in texts and "2.000" in texts
+
+
+def test_toy_terms_heatmaps():
+    toy = toy_layer()
+    fig = layers.toy_terms(toy)
+    w, u = _traces(fig, "heatmap")
+    np.testing.assert_array_equal(np.asarray(w.z), toy.terms)
+    np.testing.assert_array_equal(np.asarray(u.z), toy.terms_unweighted)
+    assert "0.200" in fig.layout.annotations[0].text
+
+
+def test_heatmaps_row_shared_scale():
+    a, b = np.arange(6.0).reshape(2, 3), -np.ones((2, 3))
+    fig = layers.heatmaps_row({"a": a, "b": b})
+    ha, hb = _traces(fig, "heatmap")
+    np.testing.assert_array_equal(np.asarray(ha.z), a)
+    assert ha.zmin == hb.zmin == -1 and ha.zmax == hb.zmax == 5
+    with pytest.raises(ValueError, match="2-D"):
+        layers.heatmaps_row({"a": np.zeros(3)})
+
+
+def test_lin_weight_and_zero_share_bars(alex):
+    w = alex.channel_weights[0].cpu().numpy()
+    fig = layers.lin_weight_bars(w, layer_name="relu1", highlight=[3])
+    (bar,) = _traces(fig, "bar")
+    np.testing.assert_allclose(np.asarray(bar.y), w)
+    assert bar.marker.color[3] != bar.marker.color[0]
+    assert f"{(w == 0).mean():.1%}" in fig.layout.title.text
+    shares = [float((x == 0).float().mean()) for x in alex.channel_weights]
+    fig = layers.zero_share_bars(alex.layer_names, shares)
+    np.testing.assert_allclose(_traces(fig, "bar")[0].y, shares)
+
+
+def test_top_channel_bars():
+    fig = layers.top_channel_bars([5, 2], [0.3, 0.1], total=0.5, layer_name="relu2")
+    (bar,) = _traces(fig, "bar")
+    assert list(bar.x) == [0.3, 0.1] and list(bar.y) == ["ch 5", "ch 2"]
+    assert list(bar.customdata) == pytest.approx([0.6, 0.2])
+    with pytest.raises(ValueError):
+        layers.top_channel_bars([1], [0.1, 0.2], total=1.0)
+
+
+# --------------------------------------------------------------------------- grids
+def _cells():
+    out = []
+    for net in ("alex", "vgg"):
+        for size in ("native", "64×64"):
+            base = 0.2 if net == "alex" else 0.4
+            for variant, value in (("[-1,1]", base), ("[0,1]", base * 2), ("baseline", base / 2)):
+                out.append(GridCell(net, variant, size, value, base, value / base, f"note {variant}",
+                                    variant == "[-1,1]"))
+    return out
+
+
+def test_conventions_heatmap_layout_and_values():
+    cells = _cells()
+    fig = grids.conventions_heatmap(cells, net_labels={"alex": "AlexNet", "vgg": "VGG16"})
+    (heat,) = _traces(fig, "heatmap")
+    assert list(heat.x) == ["native", "64×64"]
+    assert list(heat.y)[0] == "AlexNet · [-1,1] ★" and list(heat.y)[1] == "AlexNet · [0,1]"
+    z = np.asarray(heat.z, dtype=float)
+    np.testing.assert_allclose(z[:, 0], [0.0, 1.0, -1.0, 0.0, 1.0, -1.0])
+    assert heat.customdata[1][0][0] == pytest.approx(0.4) and heat.customdata[1][0][1] == pytest.approx(2.0)
+    assert heat.text[0][0].startswith("ref") and heat.text[1][0].startswith("×2.00")
+    with pytest.raises(ValueError):
+        grids.conventions_heatmap([])
+
+
+def test_conventions_heatmap_on_the_real_grid(alex):
+    from lpips_core.sweeps import conventions_grid
+
+    ref = synth.texture_patch(1, size=64)
+    dist = gaussian_blur(ref, 1.0)
+    m00 = LPIPS("alex", "0.0")
+    cells = conventions_grid(ref, dist, get_model=lambda n, v: {"0.1": alex, "0.0": m00}[v], nets=("alex",),
+                             sizes=(None, 64))
+    fig = grids.conventions_heatmap(cells)
+    (heat,) = _traces(fig, "heatmap")
+    rows, cols = grids.grid_layout(cells)
+    for c in cells:
+        r, k = rows.index((c.net, c.variant)), cols.index(c.size_label)
+        assert heat.customdata[r][k][0] == pytest.approx(c.value)
+        assert heat.z[r][k] == pytest.approx(math.log2(c.ratio))
