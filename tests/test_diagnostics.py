@@ -1,0 +1,249 @@
+"""diagnostics: the checks of the Debug page, each against the library's own numbers."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from lpips_core import diagnostics as dg
+from lpips_core import synth
+from lpips_core.conventions import RESIZE_METHODS
+from lpips_core.distortions import gaussian_blur, jpeg, shift
+from lpips_core.images import load_image
+from lpips_core.model import LPIPS
+from lpips_core.sweeps import lpips_many
+
+ORIENTATIONS = {
+    2: Image.Transpose.FLIP_LEFT_RIGHT, 3: Image.Transpose.ROTATE_180, 4: Image.Transpose.FLIP_TOP_BOTTOM,
+    5: Image.Transpose.TRANSPOSE, 6: Image.Transpose.ROTATE_270, 7: Image.Transpose.TRANSVERSE,
+    8: Image.Transpose.ROTATE_90,
+}
+
+
+@pytest.fixture(scope="module")
+def alex():
+    return LPIPS("alex")
+
+
+@pytest.fixture(scope="module")
+def ref():
+    """A 64×80 textured reference (non-square, to catch H/W mix-ups)."""
+    return np.ascontiguousarray(synth.texture_patch(7, size=80)[:64])
+
+
+def _png(array: np.ndarray, mode: str = "RGB") -> bytes:
+    u8 = np.rint(np.clip(array, 0, 1) * 255).astype(np.uint8)
+    im = Image.fromarray(u8)
+    if mode == "L":
+        im = im.convert("L")
+    elif mode == "RGBA":
+        alpha = np.full(u8.shape[:2], 255, np.uint8)
+        alpha[:, : u8.shape[1] // 2] = 64
+        im = Image.fromarray(np.dstack([u8, alpha]))
+    buf = io.BytesIO()
+    im.save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def _lp(model, a, b, **kw) -> float:
+    return float(lpips_many(model, a, [b], **kw).total[0])
+
+
+# --------------------------------------------------------------------------- tools
+def test_undo_exif_inverts_pillow_for_every_tag():
+    a = (np.random.default_rng(0).random((5, 7, 3)) * 255).astype(np.uint8)
+    for tag, transpose in ORIENTATIONS.items():
+        applied = np.asarray(Image.fromarray(a).transpose(transpose))
+        np.testing.assert_array_equal(dg.undo_exif(applied, tag), a, err_msg=f"tag {tag}")
+    np.testing.assert_array_equal(dg.undo_exif(a, 1), a)
+
+
+def test_estimate_shift_sign(ref):
+    moved = shift(ref, 3, 2, boundary="reflect")
+    dy, dx = dg.estimate_shift(ref, moved)
+    assert (dy, dx) == pytest.approx((-2.0, -3.0), abs=0.15)
+    back = shift(moved, dx, dy, boundary="edge")
+    assert np.abs(back[4:-4, 4:-4] - ref[4:-4, 4:-4]).max() < 0.05
+    with pytest.raises(ValueError, match="equal shapes"):
+        dg.estimate_shift(ref, ref[:10])
+
+
+def test_blockiness_definition():
+    photo = load_image("sample_images/chelsea.png", max_side=128).array
+    assert dg.blockiness(photo) == pytest.approx(1.0, abs=0.15)
+    assert dg.blockiness(jpeg(photo, 10)) > 1.5
+    assert dg.blockiness(jpeg(photo, 10)) > dg.blockiness(jpeg(photo, 60)) > dg.blockiness(photo)
+    assert dg.blockiness(np.full((32, 32, 3), 0.5, np.float32)) == 1.0
+    # a pure 8-px block pattern: steps only on the boundaries
+    blocks = np.kron(np.random.default_rng(1).random((4, 4)), np.ones((8, 8)))
+    assert math.isinf(dg.blockiness(np.repeat(blocks[:, :, None], 3, 2)))
+    with pytest.raises(ValueError, match="at least 16"):
+        dg.blockiness(np.zeros((10, 40, 3)))
+
+
+def test_match_size_uses_the_engine_resize(ref):
+    assert dg.match_size(ref, ref.shape[:2]) is ref
+    out = dg.match_size(ref, (32, 40), method="area")
+    assert out.shape == (32, 40, 3) and out.dtype == np.float32
+    np.testing.assert_allclose(out, ref.reshape(32, 2, 40, 2, 3).mean((1, 3)), atol=1e-6)
+    with pytest.raises(ValueError, match="method"):
+        dg.match_size(ref, (32, 40), method="lanczos")
+
+
+def test_image_facts():
+    rgba = load_image(_png(synth.texture_patch(0, size=40), "RGBA"))
+    facts = dg.image_facts(rgba)
+    assert facts["had_alpha"] and facts["format"] == "PNG" and facts["bit_depth"] == 8
+    assert facts["size_hw"] == [40, 40]
+    gray = dg.image_facts(load_image(_png(synth.texture_patch(0, size=40), "L")))
+    assert gray["was_grayscale"] and gray["effectively_grayscale"] and gray["levels"] <= 256
+    json.dumps(facts)  # JSON-ready
+
+
+# --------------------------------------------------------------------------- LPIPS-based checks
+def test_resize_options_equal_sizes(alex, ref):
+    test = gaussian_blur(ref, 1.0)
+    opts = dg.resize_options(alex, ref, test)
+    assert [o.label for o in opts] == ["native size", "both → 64×64", "both → 256×256"]
+    assert opts[0].lpips == pytest.approx(_lp(alex, ref, test))
+    assert opts[2].lpips == pytest.approx(_lp(alex, ref, test, size=256))
+
+
+def test_resize_options_different_sizes(alex, ref):
+    test = dg.match_size(gaussian_blur(ref, 1.0), (48, 60))
+    opts = {o.label: o for o in dg.resize_options(alex, ref, test)}
+    for m in RESIZE_METHODS:
+        o = opts[f"test → reference size ({m})"]
+        assert o.size == (64, 80)
+        assert o.lpips == pytest.approx(_lp(alex, ref, dg.match_size(test, (64, 80), method=m)))
+    assert opts["reference → test size (bilinear)"].lpips == pytest.approx(
+        _lp(alex, dg.match_size(ref, (48, 60)), test))
+    assert "central crop to 48×60" in opts
+
+
+def test_alignment_improves_a_shifted_copy(alex, ref):
+    moved = shift(ref, 2, 1, boundary="wrap")
+    a = dg.alignment(alex, ref, moved)
+    assert (a.dy, a.dx) == pytest.approx((-1.0, -2.0), abs=0.15) and a.crop == 2
+    assert a.lpips_after < 0.5 * a.lpips_before
+    crop = np.s_[2:-2, 2:-2]
+    assert a.lpips_before == pytest.approx(_lp(alex, np.ascontiguousarray(ref[crop]),
+                                                   np.ascontiguousarray(moved[crop])))
+
+
+@pytest.fixture(scope="module")
+def demo(alex):
+    photo = load_image("sample_images/chelsea.png", max_side=128).array
+    ref_png, test_jpg = dg.demo_pair(photo, dx=3, dy=2, quality=20)
+    r, t = load_image(ref_png), load_image(test_jpg)
+    return r, t, dg.diagnose(alex, r, t)
+
+
+def test_diagnose_demo_pair(alex, demo):
+    r, t, d = demo
+    assert t.format == "JPEG"
+    assert d.score == pytest.approx(_lp(alex, r.array, t.array))
+    assert float(d.per_layer.sum()) == pytest.approx(d.score, rel=1e-5)
+    assert float(d.spatial_map.mean()) == pytest.approx(d.score, rel=0.02)
+    assert d.layer_maps.shape == (5,) + r.array.shape[:2]
+    assert [c.name for c in d.checks] == ["Size", "Bit depth and value range", "Alpha channel", "Grayscale",
+                                          "EXIF orientation", "Misalignment", "JPEG blockiness"]
+    status = {c.name: c.status for c in d.checks}
+    assert status["Misalignment"] == "warning" and status["JPEG blockiness"] == "warning"
+    assert status["Size"] == status["Alpha channel"] == status["EXIF orientation"] == "ok"
+    mis = next(c for c in d.checks if c.name == "Misalignment")
+    assert mis.scores["after"] < mis.scores["before"]
+    assert (mis.scores["dy"], mis.scores["dx"]) == pytest.approx((-2, -3), abs=0.3)
+    rng = next(c for c in d.checks if c.name == "Bit depth and value range")
+    assert rng.scores["[0,1]"] == pytest.approx(_lp(alex, r.array, t.array, convention="[0,1]"))
+    gray = next(c for c in d.checks if c.name == "Grayscale")
+    assert gray.scores["both in gray"] == pytest.approx(_lp(alex, r.array, t.array, grayscale=True))
+    blk = next(c for c in d.checks if c.name == "JPEG blockiness")
+    assert blk.scores["test"] == pytest.approx(dg.blockiness(t.array))
+    assert blk.scores["reference as JPEG q30"] == pytest.approx(_lp(alex, r.array, jpeg(r.array, 30)))
+    assert d.classic["mse"] == pytest.approx(float(np.mean((r.array.astype(float) - t.array) ** 2)))
+
+
+def test_diagnose_size_alpha_gray_exif(alex, ref):
+    # test: smaller, transparent on its left half
+    small = dg.match_size(gaussian_blur(ref, 0.8), (48, 60))
+    r = load_image(_png(ref))
+    t = load_image(_png(small, "RGBA"))
+    t_black = load_image(_png(small, "RGBA"), background=(0, 0, 0))
+    d = dg.diagnose(alex, r, t, method="bicubic", test_on_black=t_black.array)
+    by = {c.name: c for c in d.checks}
+    assert by["Size"].status == "warning" and "bicubic" in by["Size"].finding
+    assert d.score == pytest.approx(by["Size"].scores["test → reference size (bicubic)"])
+    assert d.test.shape == ref.shape
+    assert by["Alpha channel"].status == "warning"
+    assert by["Alpha channel"].scores["on black"] == pytest.approx(
+        _lp(alex, r.array, dg.match_size(t_black.array, (64, 80), method="bicubic")))
+    assert by["Alpha channel"].scores["on black"] != pytest.approx(d.score)
+
+    # grayscale test against a colour reference
+    g = load_image(_png(ref, "L"))
+    d = dg.diagnose(alex, r, g)
+    assert {c.name: c.status for c in d.checks}["Grayscale"] == "warning"
+
+    # EXIF: the test's pixels are stored rotated, with tag 6 to turn them upright
+    stored = np.asarray(Image.fromarray(np.rint(ref * 255).astype(np.uint8)).transpose(Image.Transpose.ROTATE_90))
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    buf = io.BytesIO()
+    Image.fromarray(stored).save(buf, format="JPEG", quality=95, exif=exif)
+    e = load_image(buf.getvalue())
+    assert e.exif_orientation == 6 and e.array.shape == ref.shape
+    d = dg.diagnose(alex, r, e)
+    by = {c.name: c for c in d.checks}
+    assert by["EXIF orientation"].status == "warning"
+    ignored = dg.match_size(dg.undo_exif(e.array, 6), (64, 80))
+    assert by["EXIF orientation"].scores["tag ignored"] == pytest.approx(_lp(alex, r.array, ignored))
+    assert by["EXIF orientation"].scores["tag ignored"] > 2 * d.score
+
+
+def test_diagnose_16_bit(alex, ref):
+    lum = (ref @ np.array([0.299, 0.587, 0.114]))
+    buf = io.BytesIO()
+    Image.fromarray(np.rint(lum * 65535).astype(np.uint16)).save(buf, format="PNG")
+    t = load_image(buf.getvalue())
+    assert t.bit_depth == 16
+    d = dg.diagnose(alex, load_image(_png(ref, "L")), t)
+    c = next(c for c in d.checks if c.name == "Bit depth and value range")
+    assert c.status == "info" and "test rounded to 8 bits" in c.scores
+
+
+def test_report_is_strict_json_with_the_configuration(alex, demo):
+    _, _, d = demo
+    rep = dg.build_report(d, versions=dg.library_versions({"streamlit": "x.y"}), extra_config={"working side": 128})
+    text = dg.report_json(rep)
+    back = json.loads(text)
+    for key in ("net", "version", "lin", "convention", "size", "resize_method", "weights", "device", "working side"):
+        assert key in back["configuration"]
+    assert back["configuration"]["net"] == "alex" and back["lpips"] == pytest.approx(d.score)
+    for lib in ("torch", "torchvision", "lpips_core", "numpy", "streamlit"):
+        assert back["versions"][lib]
+    assert len(back["checks"]) == 7 and sum(back["per_layer"].values()) == pytest.approx(d.score, rel=1e-5)
+    assert dg.report_json({"psnr": float("inf"), "x": np.float32(1.5), "n": float("nan")}) == \
+        '{\n  "psnr": "inf",\n  "x": 1.5,\n  "n": "nan"\n}'
+
+
+def test_layer_breakdown_sums(alex, ref):
+    dist = gaussian_blur(ref, 1.5)
+    b = dg.layer_breakdown(alex, ref, dist)
+    res = lpips_many(alex, ref, [dist])
+    assert b.total == pytest.approx(float(res.total[0]))
+    np.testing.assert_allclose(b.per_layer, res.per_layer[0].numpy(), rtol=1e-6)
+    for l, name in enumerate(b.layer_names):
+        assert float(b.contributions[l].sum()) == pytest.approx(float(b.per_layer[l]), rel=1e-4), name
+        assert float(b.term_maps[l].mean()) == pytest.approx(float(b.per_layer[l]), rel=1e-4), name
+        assert b.features_ref[l].shape[0] == b.contributions[l].shape[0] == b.weights[l].shape[0]
+        np.testing.assert_allclose(np.linalg.norm(b.features_ref[l], axis=0).max(), 1.0, atol=1e-5)
+    base = dg.layer_breakdown(LPIPS("alex", lin=False), ref, dist)
+    assert base.weights is None and float(base.contributions[0].sum()) == pytest.approx(float(base.per_layer[0]), rel=1e-4)
+    with pytest.raises(ValueError, match="differs in shape"):
+        dg.layer_breakdown(alex, ref, ref[:40])
