@@ -54,8 +54,14 @@ def unit_normalize(f: torch.Tensor, eps: float = EPS) -> torch.Tensor:
     return f / (f.pow(2).sum(1, keepdim=True).sqrt() + eps)
 
 
+def _unit_normalize_(f: torch.Tensor, eps: float = EPS) -> torch.Tensor:
+    """In-place :func:`unit_normalize` for tensors nobody else holds (saves two full-size temporaries)."""
+    return f.div_(torch.linalg.vector_norm(f, dim=1, keepdim=True).add_(eps))
+
+
 def layer_term_maps(
-    fx: Sequence[torch.Tensor], fy: Sequence[torch.Tensor], weights: Sequence[torch.Tensor] | None
+    fx: Sequence[torch.Tensor], fy: Sequence[torch.Tensor], weights: Sequence[torch.Tensor] | None,
+    *, consume_y: bool = False,
 ) -> list[torch.Tensor]:
     """Eq. 1's per-position terms for each layer, before the spatial mean.
 
@@ -65,12 +71,19 @@ def layer_term_maps(
         weights: per layer a ``(C_l,)`` tensor of non-negative weights on the squared channel
             differences, or ``None`` for the uncalibrated sum over channels (``v = 1``).
 
+        consume_y: overwrite ``fy``'s tensors with the differences instead of allocating new
+            ones (only for features nobody reads afterwards, and only when ``fy`` has the full
+            batch).
+
     Returns:
         One ``(N, 1, H_l, W_l)`` map per layer; its spatial mean is the layer's term ``d_l``.
     """
     out = []
     for i, (a, b) in enumerate(zip(fx, fy)):
-        d2 = (a - b).pow_(2)
+        if consume_y and b.shape[0] >= a.shape[0]:
+            d2 = b.sub_(a).square_()
+        else:
+            d2 = (a - b).square_()
         if weights is None:
             out.append(d2.sum(1, keepdim=True))
         else:
@@ -250,7 +263,7 @@ class LPIPS(nn.Module):
                     f"an input of {x.shape[-2]}×{x.shape[-1]} px is too small for the {self.net} backbone: {exc}"
                 ) from exc
             raise
-        return Features(tuple(unit_normalize(t) for t in taps), (x.shape[-2], x.shape[-1]), self.net, self.version)
+        return Features(tuple(_unit_normalize_(t) for t in taps), (x.shape[-2], x.shape[-1]), self.net, self.version)
 
     @torch.inference_mode()
     def reference_features(self, x: torch.Tensor) -> Features:
@@ -291,8 +304,11 @@ class LPIPS(nn.Module):
         Args:
             spatial: also return the per-layer maps upsampled to the input size.
         """
+        return self._compare(fx, fy, spatial=spatial, consume_y=False)
+
+    def _compare(self, fx: Features, fy: Features, *, spatial: bool, consume_y: bool) -> LPIPSResult:
         self._check_pair(fx, fy)
-        maps = layer_term_maps(fx.maps, fy.maps, self.channel_weights)
+        maps = layer_term_maps(fx.maps, fy.maps, self.channel_weights, consume_y=consume_y)
         per_layer = torch.cat([m.mean((2, 3)) for m in maps], 1)
         layer_maps = None
         if spatial:
@@ -317,7 +333,7 @@ class LPIPS(nn.Module):
         Both go through the backbone in one batch when their shapes are equal.
         """
         fx, fy = self._pair_features(x, y)
-        return self.compare_features(fx, fy, spatial=spatial)
+        return self._compare(fx, fy, spatial=spatial, consume_y=True)
 
     def _pair_features(self, x: torch.Tensor, y: torch.Tensor) -> tuple[Features, Features]:
         x, y = self._check_input(x, "x"), self._check_input(y, "y")
@@ -345,13 +361,12 @@ class LPIPS(nn.Module):
             raise ValueError(f"others must match the reference size {tuple(reference.shape[-2:])}, got {tuple(others.shape)}")
         if chunk is None:
             chunk = max(1, (1 << 20) // (others.shape[-2] * others.shape[-1]))
-        parts = [self.compare_features(fr, self.features(o), spatial=spatial) for o in others.split(chunk)]
+        parts = [self._compare(fr, self.features(o), spatial=spatial, consume_y=True) for o in others.split(chunk)]
         return parts[0] if len(parts) == 1 else LPIPSResult.cat(parts)
 
     @torch.inference_mode()
     def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """``(N,)`` distances, on the model's device: the reference ``LPIPS(...)(x, y)``, ``normalize=False``."""
         fx, fy = self._pair_features(x, y)
-        self._check_pair(fx, fy)
-        maps = layer_term_maps(fx.maps, fy.maps, self.channel_weights)
+        maps = layer_term_maps(fx.maps, fy.maps, self.channel_weights, consume_y=True)
         return torch.stack([m.mean((1, 2, 3)) for m in maps], 1).sum(1)
