@@ -122,3 +122,26 @@ def test_bad_image_corpus_through_cli(tmp_path, capfd):
         lines = err.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("error: "), (case.name, err)
         assert re.search(case.match, lines[0]), (case.name, lines[0])
+
+
+@pytest.mark.parametrize("metric", ["lpips", "stlpips", "dists"])
+def test_metric_option_json_equals_api(files, golden, metric):
+    from lpips_core import metric_registry as registry
+
+    proc = run_cli("compare", *files, "--metric", metric, "--json")
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["metric"] == metric
+    model = registry.build(metric)
+    x = registry.prepare_input(metric, golden["ex_ref"])
+    y = registry.prepare_input(metric, golden["ex_p0"])
+    assert out["distance"] == pytest.approx(float(model(x, y)[0]), abs=1e-6)
+    assert out["convention"] == registry.correct_convention(metric)
+    assert out["weights"] == model.weights
+    assert ("lpips" in out) == (metric == "lpips")
+    np.testing.assert_allclose(sum(out["per_layer"]), out["distance"], rtol=1e-5)
+
+
+def test_metric_option_errors(files):
+    _assert_one_line_error(run_cli("compare", *files, "--metric", "dists", "--net", "alex"), "DISTS has no 'alex'")
+    _assert_one_line_error(run_cli("compare", *files, "--metric", "stlpips", "--baseline"), "lpips only")
