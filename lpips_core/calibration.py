@@ -540,7 +540,9 @@ def fit_lin(t0: torch.Tensor, t1: torch.Tensor, h: torch.Tensor | np.ndarray, *,
     t0, t1 = t0.detach().clone().float(), t1.detach().clone().float()
     h = torch.as_tensor(np.asarray(h), dtype=torch.float32)
     if t0.ndim != 2 or t0.shape != t1.shape or h.shape != t0.shape[:1]:
-        raise ValueError(f"t0, t1 must be (N, C) and h (N,); got {tuple(t0.shape)}, {tuple(t1.shape)}, {tuple(h.shape)}")
+        raise ValueError(
+            f"t0, t1 must be (N, C) and h (N,); got {tuple(t0.shape)}, {tuple(t1.shape)}, {tuple(h.shape)}"
+        )
     w = torch.ones(t0.shape[1], requires_grad=True)
     opt = torch.optim.Adam([w], lr=lr)
     losses = np.empty(steps)

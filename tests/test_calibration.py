@@ -142,7 +142,8 @@ def test_standin_is_seeded_frozen_and_leaves_global_rng_alone():
         assert torch.equal(pa, pb) and not pa.requires_grad
     assert not torch.equal(a.convs[0].weight, c.convs[0].weight)
     taps = a(torch.zeros(2, 3, 64, 64))
-    assert [tuple(t.shape) for t in taps] == [(2, 32, 32, 32), (2, 64, 16, 16), (2, 96, 8, 8), (2, 96, 8, 8), (2, 64, 8, 8)]
+    assert [tuple(t.shape) for t in taps] == [
+        (2, 32, 32, 32), (2, 64, 16, 16), (2, 96, 8, 8), (2, 96, 8, 8), (2, 64, 8, 8)]
 
 
 def test_standin_rejects_bad_seed_and_input():
