@@ -825,13 +825,14 @@ def _format_tables(mech: Mechanics, afc: TwoAFCResult, real: Mapping[str, RealLP
     ]
     for name, row in mech.rows.items():
         lines.append(f"{name:16s} {row.mse:8.5f} {row.minus1_1:8.4f} {row.zero_one:8.4f} {row.up2x:8.4f}")
-    n_test = afc.settings["n_test"]
-    lines += ["", f"{f'2AFC on {n_test} test triplets':26s} {'all':>6s} {'noise':>6s} {'DCT':>6s}"]
     rows: dict[str, Accuracy | None] = dict(afc.rows())
     for res in (real or {}).values():
         rows.update(res.rows() if res.available else {f"{res.label}: unavailable ({res.note})": None})
+    width = max([26] + [len(name) for name, acc in rows.items() if acc is not None])
+    title = f"2AFC on {afc.settings['n_test']} test triplets"
+    lines += ["", f"{title:{width}s} {'all':>6s} {'noise':>6s} {'DCT':>6s}"]
     for name, acc in rows.items():
-        lines.append(name if acc is None else f"{name:26s} {acc.all:6.3f} {acc.noise:6.3f} {acc.dct:6.3f}")
+        lines.append(name if acc is None else f"{name:{width}s} {acc.all:6.3f} {acc.noise:6.3f} {acc.dct:6.3f}")
     return "\n".join(lines)
 
 

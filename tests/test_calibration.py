@@ -370,3 +370,18 @@ def test_cli_table_is_readable():
     assert lines[0].startswith("w = 1, layer 3")
     assert any(line.startswith("1-px shift        0.00473   0.3024") for line in lines)
     assert "2AFC on 10 test triplets" in proc.stdout and "stand-in net 0, lin" in proc.stdout
+
+
+def test_cli_real_lpips_rows():
+    """``--real`` adds the pretrained AlexNet/VGG16 scores, or the reason they are unavailable."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "lpips_core.calibration", "--nets", "1", "--triplets", "8", "--steps", "2",
+         "--real", "--json", "--quiet"],
+        cwd=REPO, capture_output=True, text=True, timeout=600, check=True,
+    )
+    real = json.loads(proc.stdout)["real_lpips"]
+    assert list(real) == ["alex", "vgg"]
+    for entry in real.values():
+        assert set(entry) in ({"baseline", "lin", "note"}, {"unavailable"})
+        if "baseline" in entry:
+            assert 0 <= entry["baseline"]["all"] <= 1 and 0 <= entry["lin"]["all"] <= 1
