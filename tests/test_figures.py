@@ -254,3 +254,17 @@ def test_conventions_heatmap_on_the_real_grid(alex):
         r, k = rows.index((c.net, c.variant)), cols.index(c.size_label)
         assert heat.customdata[r][k][0] == pytest.approx(c.value)
         assert heat.z[r][k] == pytest.approx(math.log2(c.ratio))
+
+
+def test_colour_scales_are_explicit_rgb():
+    """Named scales become rgb() stops: Streamlit's bundled plotly.js misdraws some hex stops."""
+    inferno = maps.plotly_scale("Inferno")
+    assert inferno[0] == [0.0, "rgb(0, 0, 4)"] and inferno[-1] == [1.0, "rgb(252, 255, 164)"]
+    assert maps.MAP_COLORSCALE == inferno
+    toy = toy_layer()
+    figs = [layers.toy_terms(toy), layers.heatmaps_row({"a": np.eye(3)}), lessons.pixel_grid({"a": np.eye(3)}),
+            grids.conventions_heatmap(_cells()), maps.map_overlay(np.zeros((4, 4, 3)), np.eye(4))]
+    for fig in figs:
+        for trace in fig.data:
+            if trace.type == "heatmap":
+                assert all(str(c).startswith("rgb(") for _, c in trace.colorscale), fig.layout.title

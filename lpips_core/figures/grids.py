@@ -12,6 +12,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from ..sweeps import GridCell
+from .maps import plotly_scale
 
 __all__ = ["conventions_heatmap", "grid_layout"]
 
@@ -57,7 +58,7 @@ def conventions_heatmap(cells: Sequence[GridCell], *, net_labels: Mapping[str, s
     span = max(1.0, float(finite.max())) if finite.size else 1.0
     fig = go.Figure(go.Heatmap(
         z=z, x=cols, y=ylabels, text=text, texttemplate="%{text}", customdata=custom,
-        colorscale="RdBu_r", zmid=0.0, zmin=-span, zmax=span, xgap=2, ygap=2,
+        colorscale=plotly_scale("RdBu_r"), zmid=0.0, zmin=-span, zmax=span, xgap=2, ygap=2,
         colorbar=dict(title=dict(text="log₂ ratio", side="right")),
         hovertemplate=("%{y} at %{x}<br>LPIPS %{customdata[0]:.4f}<br>ratio to reference ×%{customdata[1]:.3f}"
                        "<br>%{customdata[3]}<extra></extra>"),

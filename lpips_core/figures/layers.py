@@ -12,6 +12,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ..toy_layer import ToyLayer
+from .maps import plotly_scale
 
 __all__ = [
     "heatmaps_row",
@@ -95,12 +96,13 @@ def toy_terms(toy: ToyLayer) -> go.Figure:
     top = float(max(toy.terms.max(), toy.terms_unweighted.max()))
     for k, (name, z) in enumerate((("weighted term", toy.terms), ("unweighted term", toy.terms_unweighted)), 1):
         fig.add_trace(go.Heatmap(
-            z=z, zmin=0, zmax=top, colorscale="Inferno", showscale=k == 2, name=name,
+            z=z, zmin=0, zmax=top, colorscale=plotly_scale("Inferno"), showscale=k == 2, name=name,
             text=np.vectorize(lambda v: f"{v:.3f}")(z), texttemplate="%{text}",
             hovertemplate="row %{y}, col %{x}: %{z:.4f}<extra>" + name + "</extra>",
         ), row=1, col=k)
-        fig.update_yaxes(autorange="reversed", scaleanchor=f"x{k if k > 1 else ''}", dtick=1, row=1, col=k)
-        fig.update_xaxes(dtick=1, row=1, col=k)
+        fig.update_yaxes(autorange="reversed", scaleanchor=f"x{k if k > 1 else ''}", constrain="domain", dtick=1,
+                         title_text="row", row=1, col=k)
+        fig.update_xaxes(constrain="domain", dtick=1, title_text="column", row=1, col=k)
     fig.update_layout(height=320, margin=dict(l=10, r=10, t=50, b=10))
     return fig
 
@@ -112,6 +114,7 @@ def heatmaps_row(
     share_scale: bool = True,
     zmin: float | None = None,
     zmax: float | None = None,
+    zmid: float | None = None,
     value_name: str = "value",
     height: int = 330,
 ) -> go.Figure:
@@ -119,7 +122,10 @@ def heatmaps_row(
 
     Args:
         panels: title → ``(H, W)`` array.
-        share_scale: one colour range for all panels (so two images' maps can be compared).
+        share_scale: one colour range (and one colour bar) for all panels, so two images' maps
+            can be compared; otherwise each panel gets its own range and colour bar.
+        zmid: the value at the middle of the colour scale (e.g. 0 for a diverging scale of
+            differences); with ``zmid`` the range is symmetric about it.
 
     Returns:
         One ``go.Heatmap`` per panel (``z`` = the array, row 0 at the top).
@@ -131,14 +137,25 @@ def heatmaps_row(
     for n, a in zip(names, arrays):
         if a.ndim != 2:
             raise ValueError(f"panel {n!r} must be 2-D, got shape {a.shape}")
-    lo = min(float(a.min()) for a in arrays) if zmin is None else zmin
-    hi = max(float(a.max()) for a in arrays) if zmax is None else zmax
-    fig = make_subplots(rows=1, cols=len(names), subplot_titles=names, horizontal_spacing=0.05)
+    scale = plotly_scale(colorscale)
+    fig = make_subplots(rows=1, cols=len(names), subplot_titles=names, horizontal_spacing=0.07)
+
+    def bounds(group):
+        lo = min(float(a.min()) for a in group) if zmin is None else zmin
+        hi = max(float(a.max()) for a in group) if zmax is None else zmax
+        if zmid is not None:
+            half = max(abs(lo - zmid), abs(hi - zmid)) or 1.0
+            lo, hi = zmid - half, zmid + half
+        return lo, hi
+
+    shared = bounds(arrays)
     for k, (n, a) in enumerate(zip(names, arrays), start=1):
+        lo, hi = shared if share_scale else bounds([a])
+        right = fig.layout[f"xaxis{k if k > 1 else ''}"].domain[1]
         fig.add_trace(go.Heatmap(
-            z=a, colorscale=colorscale, name=n,
-            zmin=lo if share_scale else None, zmax=hi if share_scale else None,
+            z=a, colorscale=scale, name=n, zmin=lo, zmax=hi,
             showscale=(k == len(names)) if share_scale else True,
+            colorbar=dict(x=right + 0.005, thickness=10, len=0.85),
             hovertemplate="x %{x}, y %{y}<br>" + value_name + ": %{z:.4g}<extra></extra>",
         ), row=1, col=k)
         fig.update_yaxes(autorange="reversed", scaleanchor=f"x{k if k > 1 else ''}", showticklabels=False,
@@ -161,7 +178,7 @@ def lin_weight_bars(weights: Sequence[float], *, layer_name: str = "", highlight
     fig = go.Figure(go.Bar(x=np.arange(w.size), y=w, marker_color=colours, name="lin weight",
                            hovertemplate="channel %{x}: %{y:.4g}<extra></extra>"))
     fig.update_layout(
-        title=f"{layer_name}: {w.size} channels, {zero:.1%} of the weights are zero" if layer_name else None,
+        title=f"{layer_name}: {zero:.1%} of {w.size} weights are zero" if layer_name else None,
         xaxis_title="channel", yaxis_title="weight v (on squared differences)", bargap=0,
         height=300, margin=dict(l=10, r=10, t=40, b=10),
     )

@@ -13,6 +13,8 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from .maps import plotly_scale
+
 __all__ = ["METRIC_ROWS", "pixel_grid", "sweep_curves"]
 
 #: The rows of :func:`sweep_curves`, in order; a series belongs to the row its name starts with.
@@ -55,7 +57,7 @@ def pixel_grid(
             raise ValueError(f"panel {name!r} must be (H, W) or (H, W, 3), got shape {z.shape}")
         fig.add_trace(
             go.Heatmap(
-                z=z, zmin=zmin, zmax=zmax, colorscale="gray", showscale=False, name=name,
+                z=z, zmin=zmin, zmax=zmax, colorscale=plotly_scale("gray"), showscale=False, name=name,
                 text=np.vectorize(lambda v: format(v, text_format))(z), texttemplate="%{text}",
                 textfont={"size": 9}, hovertemplate="row %{y}, col %{x}: %{z:.4f}<extra>" + name + "</extra>",
             ),

@@ -17,6 +17,7 @@ from PIL import Image
 
 __all__ = [
     "MAP_COLORSCALE",
+    "plotly_scale",
     "abs_difference",
     "colorize",
     "map_overlay",
@@ -25,8 +26,23 @@ __all__ = [
     "to_uint8",
 ]
 
-#: Plotly's "Inferno" (dark = no difference, bright = large), shared by figures and PNGs.
-MAP_COLORSCALE = "Inferno"
+
+def plotly_scale(name: str) -> list[list]:
+    """A named Plotly colour scale as explicit ``[position, "rgb(r, g, b)"]`` stops.
+
+    Figures pass these instead of the name or hex stops: the plotly.js bundled with Streamlit
+    misreads some 6-digit hex stops (Inferno's first stop ``#000004`` is drawn pink/purple
+    instead of black), while ``rgb(...)`` strings render as intended.
+    """
+    out = []
+    for pos, colour in pc.get_colorscale(name):
+        rgb = pc.hex_to_rgb(colour) if colour.startswith("#") else pc.unlabel_rgb(colour)
+        out.append([float(pos), "rgb({}, {}, {})".format(*(int(round(c)) for c in rgb))])
+    return out
+
+
+#: Inferno (dark = no difference, bright = large), shared by the figures and the PNGs.
+MAP_COLORSCALE = plotly_scale("Inferno")
 
 
 def to_uint8(image: np.ndarray) -> np.ndarray:
@@ -57,17 +73,16 @@ def abs_difference(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, float]:
     return np.clip(d * gain, 0.0, 1.0).astype(np.float32), gain
 
 
-def _scale_rgb(colorscale: str) -> tuple[np.ndarray, np.ndarray]:
+def _scale_rgb(colorscale: str | list) -> tuple[np.ndarray, np.ndarray]:
     """The colour scale's stops ``(K,)`` and colours ``(K, 3)`` in ``[0, 255]``."""
-    stops = pc.get_colorscale(colorscale)
+    stops = plotly_scale(colorscale) if isinstance(colorscale, str) else colorscale
     pos = np.array([s for s, _ in stops], dtype=np.float64)
-    rgb = np.array([pc.unlabel_rgb(pc.convert_colors_to_same_type([c], "rgb")[0][0]) for _, c in stops],
-                   dtype=np.float64)
+    rgb = np.array([pc.unlabel_rgb(c) for _, c in stops], dtype=np.float64)
     return pos, rgb
 
 
 def colorize(values: np.ndarray, *, vmin: float = 0.0, vmax: float | None = None,
-             colorscale: str = MAP_COLORSCALE) -> np.ndarray:
+             colorscale: str | list = MAP_COLORSCALE) -> np.ndarray:
     """Map a 2-D array to colours: ``(H, W)`` → ``uint8`` ``(H, W, 3)``.
 
     Values are scaled linearly from ``[vmin, vmax]`` (``vmax`` defaults to the maximum; a
@@ -87,7 +102,7 @@ def colorize(values: np.ndarray, *, vmin: float = 0.0, vmax: float | None = None
 
 
 def map_png(values: np.ndarray, *, image: np.ndarray | None = None, opacity: float = 1.0,
-            vmax: float | None = None, colorscale: str = MAP_COLORSCALE) -> bytes:
+            vmax: float | None = None, colorscale: str | list = MAP_COLORSCALE) -> bytes:
     """The map as PNG bytes: colourised, optionally blended over ``image`` with ``opacity``.
 
     Args:
@@ -116,7 +131,7 @@ def map_overlay(
     title: str = "",
     value_name: str = "LPIPS term",
     zmax: float | None = None,
-    colorscale: str = MAP_COLORSCALE,
+    colorscale: str | list = MAP_COLORSCALE,
     height: int | None = None,
 ) -> go.Figure:
     """A spatial map over the image it describes, with the value under the cursor.
@@ -140,7 +155,8 @@ def map_overlay(
     fig = go.Figure()
     fig.add_trace(go.Image(z=img, hoverinfo="skip", name="image"))
     fig.add_trace(go.Heatmap(
-        z=v, opacity=opacity, colorscale=colorscale, zmin=0.0,
+        z=v, opacity=opacity, colorscale=plotly_scale(colorscale) if isinstance(colorscale, str) else colorscale,
+        zmin=0.0,
         zmax=float(v.max()) if zmax is None else float(zmax), name=value_name,
         colorbar=dict(title=dict(text=value_name, side="right")),
         hovertemplate="x %{x}, y %{y}<br>" + value_name + ": %{z:.4g}<extra></extra>",
@@ -173,7 +189,7 @@ def per_layer_bars(
         raise ValueError("per_layer_bars needs at least one backbone")
     depth = max(len(names) for names, _ in per_layer.values())
     fig = go.Figure()
-    colours = pc.sample_colorscale("Viridis", [i / max(depth - 1, 1) for i in range(depth)])
+    colours = pc.sample_colorscale(plotly_scale("Viridis"), [i / max(depth - 1, 1) for i in range(depth)])
     for k in range(depth):
         xs, ys, names = [], [], []
         for label, (layer_names, values) in per_layer.items():
