@@ -1,6 +1,74 @@
-"""Placeholder until the page lands (issue 4 / 7)."""
+"""Conventions: the same pair scored under every common mistake, as a ratio to the correct value."""
 
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
 import streamlit as st
 
-st.title("conventions".replace("_", " ").capitalize())
-st.info("This page is being built.")
+import pagekit
+import ui
+from lpips_core.figures.grids import conventions_heatmap
+from lpips_core.sweeps import VARIANT_NOTES, VARIANTS, conventions_grid, grid_rows
+
+SIZES = (None, 64, 128, 224, 256)
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def grid_piece(ref: np.ndarray, dist: np.ndarray, net: str, size: int | None, _models: dict) -> list:
+    """One backbone at one size: every variant in one batch per version (cached per piece, so the
+    page can advance its progress bar between pieces)."""
+    return conventions_grid(ref, dist, get_model=lambda n, v: _models.get(v), nets=(net,), sizes=(size,))
+
+
+st.title("Conventions")
+st.markdown(
+    "LPIPS numbers are comparable only under one contract: inputs in [−1, 1], version 0.1, the learned "
+    "lin weights, colour, and a stated size. Here the same pair is scored under each common mistake; every "
+    "cell is shown as a ratio to the correct value of its backbone and size."
+)
+
+ref, ref_name, dist, source = pagekit.current_pair()
+st.caption(f"Pair: {pagekit.md_escape(ref_name)} ({ref.shape[0]}×{ref.shape[1]} px) against "
+           f"{pagekit.md_escape(source)}.")
+c1, c2 = st.columns(2)
+c1.image(ref, caption="reference", clamp=True, width="stretch")
+c2.image(dist, caption="distorted", clamp=True, width="stretch")
+
+status = ui.weights_status()
+nets = [n for n in ui.NET_LABELS if status[n][0]]
+skipped = [n for n in ui.NET_LABELS if not status[n][0]]
+chosen = st.multiselect("Backbones", nets, default=nets, format_func=ui.NET_LABELS.get, key="conv_nets")
+if skipped:
+    st.caption("Left out (no weights on this machine): " + ", ".join(ui.NET_LABELS[n] for n in skipped) + ".")
+if not chosen:
+    st.info("Choose at least one backbone.")
+    st.stop()
+
+cells = []
+bar = st.progress(0.0, text="Scoring the grid…")
+pieces = [(net, size) for net in chosen for size in SIZES]
+for k, (net, size) in enumerate(pieces):
+    models = {"0.1": ui.get_model(net, "0.1", True, quiet=True), "0.0": ui.get_model(net, "0.0", True, quiet=True)}
+    if any(m is None for m in models.values()):
+        continue
+    bar.progress(k / len(pieces), text=f"{ui.NET_LABELS[net]} at {'native size' if size is None else f'{size}×{size}'}…")
+    cells += grid_piece(ref, dist, net, size, models)
+bar.empty()
+if not cells:
+    st.warning("No backbone could be scored.")
+    st.stop()
+
+st.plotly_chart(conventions_heatmap(cells, net_labels=ui.NET_LABELS), key="conv_heatmap")
+st.caption("Colour: log₂ of the ratio to the reference (★, white = agrees; red = larger, blue = smaller). "
+           "Each cell shows the ratio and the LPIPS value; hover for the explanation.")
+
+st.subheader("What each variant models")
+st.dataframe(pd.DataFrame({"variant": list(VARIANTS), "the mistake it models": [VARIANT_NOTES[v] for v in VARIANTS]}),
+             hide_index=True, key="conv_notes")
+
+table = pd.DataFrame(grid_rows(cells))
+with st.expander("All values"):
+    st.dataframe(table, hide_index=True, key="conv_table")
+csv = table.assign(reference=ref_name, pair=source).to_csv(index=False)
+st.download_button("Download the grid (CSV)", csv, file_name="lpips_conventions.csv", mime="text/csv", key="conv_csv")

@@ -1,6 +1,147 @@
-"""Placeholder until the page lands (issue 4 / 7)."""
+"""Debug a score: upload a pair and see everything that can move its LPIPS value."""
 
+from __future__ import annotations
+
+import io
+import math
+
+import pandas as pd
 import streamlit as st
 
-st.title("debug_a_score".replace("_", " ").capitalize())
-st.info("This page is being built.")
+import pagekit
+import ui
+from lpips_core.conventions import RESIZE_METHODS
+from lpips_core.diagnostics import (
+    Diagnosis,
+    build_report,
+    demo_pair,
+    diagnose,
+    library_versions,
+    report_json,
+)
+from lpips_core.figures.maps import map_overlay, per_layer_bars
+from lpips_core.images import ImageLoadError, LoadedImage, image_to_png_bytes, load_image, min_side_for
+
+ICONS = {"ok": ":material/check_circle:", "warning": ":material/warning:", "info": ":material/info:"}
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def load(data: bytes, name: str, max_side: int, min_side: int, black: bool = False) -> LoadedImage | str:
+    """The file through the hardened loader; the loader's message (a ``str``) when it refuses it."""
+    src = io.BytesIO(data)
+    src.name = name
+    try:
+        return load_image(src, max_side=max_side, min_side=min_side,
+                          background=(0.0, 0.0, 0.0) if black else (1.0, 1.0, 1.0))
+    except ImageLoadError as exc:
+        return str(exc)
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def run(ref_data: bytes, ref_name: str, test_data: bytes, test_name: str, max_side: int, method: str,
+        net: str, version: str, lin: bool, _model) -> Diagnosis | str:
+    min_side = min_side_for(net)
+    ref = load(ref_data, ref_name, max_side, min_side)
+    test = load(test_data, test_name, max_side, min_side)
+    for which, item in (("Reference", ref), ("Test image", test)):
+        if isinstance(item, str):
+            return f"{which}: {item}"
+    ref_black = load(ref_data, ref_name, max_side, min_side, True) if ref.had_alpha else None
+    test_black = load(test_data, test_name, max_side, min_side, True) if test.had_alpha else None
+    try:
+        return diagnose(_model, ref, test, method=method,
+                        reference_on_black=None if ref_black is None else ref_black.array,
+                        test_on_black=None if test_black is None else test_black.array)
+    except ValueError as exc:  # e.g. an image the backbone cannot take even after upscaling
+        return f"The pair could not be scored: {exc}"
+
+
+st.title("Debug a score")
+st.markdown(
+    "An LPIPS value depends on more than the two pictures: their sizes, how they were decoded, their "
+    "alignment and compression. Upload a reference and a test image; each check below says what it found "
+    "and what it does to the score."
+)
+cfg = ui.app_config()
+max_side = int(st.session_state.get("working_side", 256))
+u1, u2 = st.columns(2)
+ref_file = u1.file_uploader("Reference image", type=ui.UPLOAD_TYPES, key="dbg_ref_file")
+test_file = u2.file_uploader("Test image", type=ui.UPLOAD_TYPES, key="dbg_test_file")
+
+min_side = min_side_for(cfg.net)
+side_ref, side_name = ui.reference()
+if ref_file is not None:
+    ref_data, ref_name = ref_file.getvalue(), ref_file.name
+else:
+    ref_data, ref_name = image_to_png_bytes(side_ref), f"sidebar reference ({side_name})"
+if test_file is not None:
+    test_data, test_name = test_file.getvalue(), test_file.name
+else:
+    st.info("No test image uploaded: the test is a demo made from the reference (shifted, then saved as "
+            "JPEG), so every check has something to find. Upload your own to debug it.", icon=":material/science:")
+    d1, d2 = st.columns(2)
+    shift_px = d1.slider("Demo: shift (px)", 0.0, 6.0, 3.0, 0.5, key="dbg_demo_shift")
+    quality = d2.slider("Demo: JPEG quality", 5, 95, 30, 5, key="dbg_demo_quality")
+    base = load(ref_data, ref_name, max_side, min_side)
+    if isinstance(base, str):
+        st.error(f"Reference: {base}")
+        st.stop()
+    test_data = demo_pair(base.array, dx=shift_px, dy=shift_px * 2 / 3, quality=quality)[1]
+    test_name = f"demo (reference shifted {shift_px:g} px right, {shift_px * 2 / 3:.2g} px down, JPEG q{quality})"
+
+method = st.selectbox("When the sizes differ, resize the test image with", RESIZE_METHODS, key="dbg_method")
+model = ui.get_model()
+if model is None:
+    st.stop()
+with st.spinner("Running the checks…"):
+    diag = run(ref_data, ref_name, test_data, test_name, max_side, method, cfg.net, cfg.version, cfg.lin, model)
+if isinstance(diag, str):
+    st.error(diag)
+    st.stop()
+
+st.subheader("The score")
+m = st.columns(4)
+m[0].metric(f"LPIPS ({ui.NET_LABELS[cfg.net]})", f"{diag.score:.4f}")
+m[1].metric("MSE", f"{diag.classic['mse']:.5f}")
+m[2].metric("PSNR (dB)", ui.fmt(diag.classic["psnr"], 2))
+m[3].metric("SSIM", "n/a" if not math.isfinite(diag.classic["ssim"]) else f"{diag.classic['ssim']:.4f}")
+i1, i2 = st.columns(2)
+i1.image(diag.reference, caption="reference", clamp=True, width="stretch")
+i1.caption(pagekit.md_escape(ref_name))
+i2.image(diag.test, caption="test, as compared", clamp=True, width="stretch")
+i2.caption(pagekit.md_escape(test_name))
+for which, facts in diag.facts.items():
+    for notice in facts["notices"]:
+        st.caption(f"{which.capitalize()}: {pagekit.md_escape(notice)}")
+
+st.subheader("Checks")
+for check in diag.checks:
+    with st.container(border=True):
+        st.markdown(f"{ICONS[check.status]} **{check.name}** — {check.status}")
+        st.markdown(pagekit.md_escape(check.finding))
+        st.markdown("*Effect on the score:* " + pagekit.md_escape(check.effect))
+        if check.name == "Size":
+            st.dataframe(pd.DataFrame([{"choice": o.label, "size (H×W)": f"{o.size[0]}×{o.size[1]}",
+                                        "LPIPS": o.lpips, "note": o.note} for o in diag.resize_options]),
+                         hide_index=True, key="dbg_resize_table",
+                         column_config={"LPIPS": st.column_config.NumberColumn(format="%.4f")})
+
+with st.expander("File facts"):
+    facts = pd.DataFrame({k: {f: str(v) for f, v in d.items() if f != "notices"} for k, d in diag.facts.items()})
+    st.dataframe(facts, key="dbg_facts")
+
+st.subheader("Where the distance comes from")
+c1, c2 = st.columns([3, 2])
+with c1:
+    opacity = st.slider("Map opacity", 0.0, 1.0, 0.6, 0.05, key="dbg_opacity")
+    st.plotly_chart(map_overlay(diag.test, diag.spatial_map, opacity=opacity,
+                                title=f"Spatial map (mean {diag.spatial_map.mean():.4f} = LPIPS)"), key="dbg_map")
+with c2:
+    st.plotly_chart(per_layer_bars({ui.NET_LABELS[cfg.net]: (diag.layer_names, diag.per_layer)},
+                                   title="Per-layer terms"), key="dbg_layers")
+
+report = build_report(diag, versions=library_versions({"streamlit": st.__version__}),
+                      extra_config={"working max side (px)": max_side, "reference file": ref_name,
+                                    "test file": test_name})
+st.download_button("Download the report (JSON)", report_json(report), file_name="lpips_debug_report.json",
+                   mime="application/json", key="dbg_json")

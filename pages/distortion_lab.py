@@ -1,6 +1,198 @@
-"""Placeholder until the page lands (issue 4 / 7)."""
+"""Distortion lab: build a chain of distortions and see what every metric, layer and position says."""
 
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
 import streamlit as st
 
-st.title("distortion_lab".replace("_", " ").capitalize())
-st.info("This page is being built.")
+import pagekit
+import ui
+from lpips_core import metrics
+from lpips_core.distortions import DISTORTIONS, PARAMS
+from lpips_core.figures.maps import abs_difference, map_overlay, map_png, per_layer_bars
+from lpips_core.sweeps import lpips_many
+
+ss = st.session_state
+
+
+# --------------------------------------------------------------------------- chain state
+def _defaults(name: str) -> dict:
+    return {p: spec.default for p, spec in PARAMS[name].items()}
+
+
+def _init() -> None:
+    if "lab_steps" not in ss:
+        ss["lab_steps"] = [{"id": 0, "name": "gaussian_blur", "params": _defaults("gaussian_blur")}]
+        ss["lab_next_id"] = 1
+
+
+def _add() -> None:
+    name = ss.get("lab_add_name", "gaussian_blur")
+    ss["lab_steps"] = ss["lab_steps"] + [{"id": ss["lab_next_id"], "name": name, "params": _defaults(name)}]
+    ss["lab_next_id"] += 1
+
+
+def _remove(step_id: int) -> None:
+    ss["lab_steps"] = [s for s in ss["lab_steps"] if s["id"] != step_id]
+
+
+def _move_up(step_id: int) -> None:
+    steps = list(ss["lab_steps"])
+    i = next(k for k, s in enumerate(steps) if s["id"] == step_id)
+    if i > 0:
+        steps[i - 1], steps[i] = steps[i], steps[i - 1]
+    ss["lab_steps"] = steps
+
+
+def _reset() -> None:
+    for key in [k for k in ss if isinstance(k, str) and k.startswith("lab_") and k[4:5].isdigit()]:
+        del ss[key]
+    del ss["lab_steps"]
+    _init()
+
+
+def _param_widget(step_id: int, pname: str, spec, value):
+    """One widget built from the distortion's ParamSpec; returns the value to use."""
+    key = f"lab_{step_id}_{pname}"
+    if spec.choices:
+        choices = list(spec.choices)
+        return st.selectbox(pname, choices, index=choices.index(value) if value in choices else 0, key=key,
+                            help=spec.help)
+    if isinstance(spec.default, tuple):
+        text = st.text_input(pname, ", ".join(f"{v:g}" for v in value), key=key, help=spec.help)
+        try:
+            taps = tuple(float(t) for t in text.replace(";", ",").split(",") if t.strip())
+        except ValueError:
+            st.error(f"{pname}: enter numbers separated by commas (e.g. 0.25, 0.5, 0.25).")
+            return value
+        return taps or value
+    if spec.default is None:  # optional integer: empty = the function's own default
+        return st.number_input(pname, min_value=int(spec.min), max_value=int(spec.max), value=value,
+                               step=int(spec.step), key=key, placeholder="auto", help=spec.help)
+    if isinstance(spec.default, int):
+        if pname == "seed":
+            return int(st.number_input(pname, int(spec.min), int(spec.max), int(value), 1, key=key, help=spec.help))
+        return int(st.slider(pname, int(spec.min), int(spec.max), int(value), int(spec.step), key=key, help=spec.help))
+    return float(st.slider(pname, float(spec.min), float(spec.max), float(value), float(spec.step), key=key,
+                           help=spec.help))
+
+
+# --------------------------------------------------------------------------- cached work
+@st.cache_data(show_spinner=False, max_entries=16)
+def classic_metrics(ref: np.ndarray, dist: np.ndarray) -> dict[str, float]:
+    try:
+        s = metrics.ssim(ref, dist)
+    except ValueError:
+        s = float("nan")
+    return {"MSE": metrics.mse(ref, dist), "PSNR (dB)": metrics.psnr(ref, dist), "SSIM": s}
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def lab_lpips(ref: np.ndarray, dist: np.ndarray, net: str, version: str, lin: bool, _model) -> dict:
+    """One forward pass of the distorted image (the reference's features are cached by the model)."""
+    r = lpips_many(_model, ref, [dist], spatial=True)
+    return {"total": float(r.total[0]), "per_layer": r.per_layer[0].numpy(), "layer_names": tuple(r.layer_names),
+            "layer_maps": r.layer_maps[0].numpy()}
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def png_of(values: np.ndarray, image: np.ndarray, opacity: float) -> bytes:
+    return map_png(values, image=image, opacity=opacity)
+
+
+# --------------------------------------------------------------------------- page
+_init()
+st.title("Distortion lab")
+ref, ref_name = ui.reference()
+cfg = ui.app_config()
+st.caption(f"Reference: {pagekit.md_escape(ref_name)} · {ref.shape[0]}×{ref.shape[1]} px · "
+           f"LPIPS v{cfg.version}, {'lin' if cfg.lin else 'baseline'} (sidebar)")
+
+st.subheader("The chain")
+steps = ss["lab_steps"]
+if not steps:
+    st.info("The chain is empty: the distorted image is the reference itself. Add a step below.")
+for k, step in enumerate(steps):
+    with st.container(border=True):
+        head, up, rm = st.columns([6, 1, 1])
+        head.markdown(f"**{k + 1}. {step['name']}**")
+        up.button("↑", key=f"lab_up_{step['id']}", on_click=_move_up, args=(step["id"],), disabled=k == 0,
+                  help="Move this step earlier")
+        rm.button("✕", key=f"lab_rm_{step['id']}", on_click=_remove, args=(step["id"],), help="Remove this step")
+        cols = st.columns(max(1, len(PARAMS[step["name"]])))
+        for col, (pname, spec) in zip(cols, PARAMS[step["name"]].items()):
+            with col:
+                step["params"][pname] = _param_widget(step["id"], pname, spec, step["params"].get(pname, spec.default))
+a1, a2, a3 = st.columns([3, 1, 1])
+a1.selectbox("Add a distortion", list(DISTORTIONS), key="lab_add_name", label_visibility="collapsed")
+a2.button("Add step", key="lab_add", on_click=_add)
+a3.button("Reset", key="lab_reset", on_click=_reset)
+
+chain = [(s["name"], {p: v for p, v in s["params"].items()}) for s in steps]
+try:
+    dist = pagekit.apply_chain(ref, pagekit.chain_key(chain))
+except (ValueError, TypeError) as exc:
+    st.error(f"This chain cannot be applied: {exc}")
+    st.stop()
+ss["lab_chain"] = chain  # the Conventions and Inside-a-layer pages use the same pair
+st.caption("Chain: " + pagekit.md_escape(pagekit.chain_label(chain)))
+
+diff, gain = abs_difference(ref, dist)
+i1, i2, i3 = st.columns(3)
+i1.image(ref, caption="reference", clamp=True, width="stretch")
+i2.image(dist, caption="distorted", clamp=True, width="stretch")
+i3.image(diff, caption=f"|difference| × {gain:.1f}" if gain != 1 else "|difference| (none)", clamp=True,
+         width="stretch")
+
+# -- metrics for every backbone
+st.subheader("Metrics")
+results: dict[str, dict] = {}
+rows = [{"metric": name, "value": value, "note": "" if math.isfinite(value) or name != "SSIM" else "image too small"}
+        for name, value in classic_metrics(ref, dist).items()]
+status = ui.weights_status()
+with st.spinner("LPIPS through every available backbone…"):
+    for net, label in ui.NET_LABELS.items():
+        model = ui.get_model(net, quiet=True) if status[net][0] else None
+        if model is None:
+            rows.append({"metric": f"LPIPS · {label}", "value": float("nan"), "note": "unavailable (no weights)"})
+            continue
+        results[net] = lab_lpips(ref, dist, net, cfg.version, cfg.lin, model)
+        rows.append({"metric": f"LPIPS · {label}", "value": results[net]["total"],
+                     "note": f"v{cfg.version}, {'lin' if cfg.lin else 'baseline'}"})
+table = pd.DataFrame(rows)
+st.dataframe(table, hide_index=True, key="lab_metrics",
+             column_config={"value": st.column_config.NumberColumn(format="%.5f")})
+missing = [ui.NET_LABELS[n] for n in ui.NET_LABELS if n not in results]
+if missing:
+    st.caption(f"Unavailable here: {', '.join(missing)} — see the sidebar's backbone list for the reason and fix.")
+csv = table.assign(chain=pagekit.chain_label(chain), reference=ref_name).to_csv(index=False)
+st.download_button("Download the metrics (CSV)", csv, file_name="lpips_metrics.csv", mime="text/csv",
+                   key="lab_csv")
+
+if not results:
+    st.info("No LPIPS backbone is available: the per-layer bars and maps need one.")
+    st.stop()
+
+st.subheader("Where the distance comes from")
+st.plotly_chart(
+    per_layer_bars({ui.NET_LABELS[n]: (r["layer_names"], r["per_layer"]) for n, r in results.items()},
+                   title="Per-layer terms d_l, stacked: each bar's height is the LPIPS value"),
+    key="lab_layers_fig",
+)
+
+m1, m2, m3 = st.columns([1, 2, 1])
+map_net = m1.selectbox("Backbone", list(results), format_func=ui.NET_LABELS.get, key="lab_map_net")
+res = results[map_net]
+layer = m2.radio("Map", ["summed", *res["layer_names"]], horizontal=True, key="lab_map_layer")
+opacity = m3.slider("Map opacity", 0.0, 1.0, 0.6, 0.05, key="lab_opacity")
+values = res["layer_maps"].sum(0) if layer == "summed" else res["layer_maps"][res["layer_names"].index(layer)]
+title = (f"{ui.NET_LABELS[map_net]}, {layer}: mean {values.mean():.4f} "
+         f"({'= LPIPS' if layer == 'summed' else '= d_l of this layer'})")
+st.plotly_chart(map_overlay(dist, values, opacity=opacity, title=title), key="lab_map_fig")
+st.caption("Each layer's map is bilinearly upsampled to the image size, as the reference package does with "
+           "spatial=True; the summed map's mean is the LPIPS value. Drawn over the distorted image.")
+st.download_button("Download the map (PNG)", png_of(values, dist, float(opacity)),
+                   file_name=f"lpips_map_{map_net}_{layer}.png", mime="image/png", key="lab_png")

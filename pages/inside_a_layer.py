@@ -1,6 +1,131 @@
-"""Placeholder until the page lands (issue 4 / 7)."""
+"""Inside a layer: from two feature maps to the number d_l — first a toy layer, then the real network."""
 
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
 import streamlit as st
 
-st.title("inside_a_layer".replace("_", " ").capitalize())
-st.info("This page is being built.")
+import pagekit
+import ui
+from lpips_core.diagnostics import layer_breakdown
+from lpips_core.figures.layers import (
+    heatmaps_row,
+    lin_weight_bars,
+    top_channel_bars,
+    toy_arrows,
+    toy_terms,
+    zero_share_bars,
+)
+from lpips_core.toy_layer import toy_layer
+
+TOP_K = 10
+
+
+@st.cache_data(show_spinner=False, max_entries=2)
+def breakdown(ref: np.ndarray, dist: np.ndarray, net: str, version: str, lin: bool, _model):
+    """Every layer of one pair; one forward pass of the distorted image (the reference's is cached)."""
+    return layer_breakdown(_model, ref, dist)
+
+
+st.title("Inside a layer")
+
+# --------------------------------------------------------------------------- the toy layer
+st.subheader("A toy layer you can see")
+st.markdown(
+    "Two channels on a 3×3 grid, so every feature vector is an arrow. At each position both vectors are "
+    "divided by their length (only the direction counts), subtracted, weighted channel by channel and "
+    "squared; the nine terms are averaged into the layer's value d_l. Every number below is computed by the "
+    "engine's own per-layer code."
+)
+w2 = st.slider("Weight of channel 2 (w₂; channel 1 keeps w₁ = 1)", 0.0, 1.0, 0.6, 0.05, key="ial_w2",
+               help="Eq. 1 weights the difference: w ⊙ Δ. The engine weights squared differences with v = w².")
+toy = toy_layer((1.0, w2))
+st.plotly_chart(toy_arrows(toy), key="ial_toy_arrows")
+st.caption("Blue: the reference's unit vectors; red: the distorted image's. Under each pair: the weighted "
+           "term, and in grey the unweighted one (2 − 2 cos θ).")
+st.plotly_chart(toy_terms(toy), key="ial_toy_terms")
+numbers = pd.DataFrame([
+    {"position": "bottom right", "angle (°)": toy.angles[2, 2], "unweighted": toy.terms_unweighted[2, 2],
+     "weighted": toy.terms[2, 2]},
+    {"position": "centre", "angle (°)": toy.angles[1, 1], "unweighted": toy.terms_unweighted[1, 1],
+     "weighted": toy.terms[1, 1]},
+    {"position": "mean of all nine = d_l", "angle (°)": np.nan, "unweighted": toy.d_l_unweighted,
+     "weighted": toy.d_l},
+])
+st.dataframe(numbers, hide_index=True, key="ial_toy_numbers",
+             column_config={c: st.column_config.NumberColumn(format="%.3f") for c in ("unweighted", "weighted")})
+st.markdown(
+    f"Bottom right the vectors point along channel 1 and channel 2: the difference is (1, −1), weighted "
+    f"(1, {w2:g}), so the term is 1 + {w2 ** 2:.4g} = **{toy.terms[2, 2]:.3f}** (unweighted "
+    f"{toy.terms_unweighted[2, 2]:.3f}). In the centre the directions are {toy.angles[1, 1]:.0f}° apart: "
+    f"**{toy.terms[1, 1]:.3f}** (unweighted {toy.terms_unweighted[1, 1]:.3f}). The other seven positions nearly "
+    f"agree, and the mean of the nine terms is d_l = **{toy.d_l:.3f}**."
+)
+
+# --------------------------------------------------------------------------- the real network
+st.subheader("The real network")
+cfg = ui.app_config()
+model = ui.get_model()
+if model is None:
+    st.info("Choose an available backbone in the sidebar to look inside the real network.")
+    st.stop()
+ref, ref_name, dist, source = pagekit.current_pair()
+st.caption(f"{ui.NET_LABELS[cfg.net]} ({cfg.label}) on {pagekit.md_escape(ref_name)} against "
+           f"{pagekit.md_escape(source)}.")
+with st.spinner("Running the pair through the network…"):
+    b = breakdown(ref, dist, cfg.net, cfg.version, cfg.lin, model)
+
+names = list(b.layer_names)
+layer = st.selectbox("Layer", names, index=min(1, len(names) - 1), key="ial_layer",
+                     format_func=lambda n: f"{n}  (d_l = {b.per_layer[names.index(n)]:.4f})")
+li = names.index(layer)
+feats_x, feats_y = b.features_ref[li], b.features_dist[li]
+contrib = b.contributions[li]
+order = np.argsort(contrib)[::-1]
+d_l = float(b.per_layer[li])
+
+summary = pd.DataFrame([{
+    "layer": layer, "channels": feats_x.shape[0], "grid (H×W)": f"{feats_x.shape[1]}×{feats_x.shape[2]}",
+    "d_l": d_l, "share of LPIPS": d_l / b.total if b.total else 0.0, "LPIPS": b.total,
+}])
+st.dataframe(summary, hide_index=True, key="ial_layer_summary",
+             column_config={"d_l": st.column_config.NumberColumn(format="%.5f"),
+                            "LPIPS": st.column_config.NumberColumn(format="%.5f"),
+                            "share of LPIPS": st.column_config.NumberColumn(format="percent")})
+
+channel = st.selectbox(
+    "Channel (ordered by its contribution to this pair's d_l)", [int(c) for c in order], key="ial_channel",
+    format_func=lambda c: f"channel {c}: {contrib[c] / d_l:.1%} of d_l" if d_l else f"channel {c}",
+)
+f1, f2 = st.columns([2, 1])
+f1.plotly_chart(heatmaps_row({f"reference, channel {channel}": feats_x[channel],
+                              f"distorted, channel {channel}": feats_y[channel]},
+                             value_name="unit-normalised activation"), key="ial_features")
+f2.plotly_chart(heatmaps_row({"Δ = reference − distorted": feats_x[channel] - feats_y[channel]},
+                             colorscale="RdBu_r", zmid=0.0, value_name="Δ"), key="ial_feature_diff")
+st.caption("Unit-normalised activations: at each position the vector over all channels has length 1, "
+           "so a channel's value is its share of the direction there.")
+
+st.plotly_chart(heatmaps_row({f"{layer}: per-position term (mean = d_l = {d_l:.4f})": b.term_maps[li]},
+                             colorscale="Inferno", value_name="term", height=360), key="ial_term_map")
+st.caption(f"The weighted squared difference of the normalised features at the layer's native "
+           f"{feats_x.shape[1]}×{feats_x.shape[2]} grid, before the spatial mean.")
+
+w_model = model if cfg.lin else ui.get_model(lin=True, quiet=True)
+weights = None if w_model is None else [w.detach().cpu().numpy().ravel() for w in w_model.channel_weights]
+c1, c2 = st.columns(2)
+with c1:
+    if weights is not None:
+        st.plotly_chart(lin_weight_bars(weights[li], layer_name=layer, highlight=order[:TOP_K]), key="ial_weights")
+        if not cfg.lin:
+            st.caption("The sidebar has the baseline selected (every weight 1); these are the lin weights it ignores.")
+with c2:
+    if weights is not None:
+        shares = [float((w == 0).mean()) for w in weights]
+        st.plotly_chart(zero_share_bars(names, shares, title="Share of zero lin weights per layer"),
+                        key="ial_zero_share")
+st.plotly_chart(top_channel_bars(order[:TOP_K], contrib[order[:TOP_K]], total=d_l, layer_name=layer),
+                key="ial_top_channels")
+st.caption("A channel's contribution is its lin weight times the spatial mean of its squared normalised "
+           "difference; the contributions of all channels sum to d_l.")

@@ -1,0 +1,219 @@
+"""AppTest for the five teaching and debugging pages.
+
+Each page renders in its default state without an exception, and moving a key widget changes a
+displayed number to the value the library computes for the same images (recomputed here).
+"""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pandas as pd
+import pytest
+from PIL import Image
+
+from lpips_core import LPIPS, diagnostics, toy_layer
+from lpips_core.distortions import chain, gaussian_blur, shift
+from lpips_core.images import image_to_png_bytes, load_image, min_side_for
+from lpips_core.sweeps import conventions_grid, lpips_many
+
+
+@pytest.fixture(scope="module")
+def models():
+    cache: dict = {}
+
+    def get(net="alex", version="0.1", lin=True):
+        key = (net, version, lin)
+        if key not in cache:
+            cache[key] = LPIPS(net, version, lin)
+        return cache[key]
+
+    return get
+
+
+def _lpips(model, ref, img, **kw) -> float:
+    return float(lpips_many(model, ref, [img], **kw).total[0])
+
+
+def _frame(at, column: str) -> pd.DataFrame:
+    """The first dataframe on the page with ``column``."""
+    for df in at.dataframe:
+        if column in df.value.columns:
+            return df.value
+    raise AssertionError(f"no dataframe with column {column!r}; columns: {[list(d.value.columns) for d in at.dataframe]}")
+
+
+def _row(df: pd.DataFrame, first_col: str, label: str) -> pd.Series:
+    hit = df[df[first_col] == label]
+    assert len(hit) == 1, f"{label!r} not in {list(df[first_col])}"
+    return hit.iloc[0]
+
+
+def _ok(at):
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+# --------------------------------------------------------------------------- shift vs blur
+def test_shift_vs_blur(app, models):
+    at = _ok(app.run())  # the default page, with no input
+    assert at.title[0].value == "Shift vs blur"
+    stripes = _frame(at, "per-pixel squared error")
+    assert list(stripes["MSE"]) == [0.5, 0.0625]
+    assert any("**8×** closer" in m.value for m in at.markdown)
+
+    ref = at.session_state["ref_image"]
+    current = _frame(at, "metric")
+    alex, vgg = models("alex"), models("vgg")
+    assert _row(current, "metric", "LPIPS · AlexNet")["shifted 2 px"] == pytest.approx(
+        _lpips(alex, ref, shift(ref, 2, boundary="reflect")), rel=1e-5)
+
+    _ok(at.slider(key="svb_shift").set_value(5).run())
+    _ok(at.slider(key="svb_blur").set_value(0.75).run())  # off the curve's grid: one forward pass
+    current = _frame(at, "metric")
+    assert "shifted 5 px" in current.columns and "blurred σ = 0.75" in current.columns
+    shifted, blurred = shift(ref, 5, boundary="reflect"), gaussian_blur(ref, 0.75)
+    for label, model in (("LPIPS · AlexNet", alex), ("LPIPS · VGG16", vgg)):
+        row = _row(current, "metric", label)
+        assert row["shifted 5 px"] == pytest.approx(_lpips(model, ref, shifted), rel=1e-5)
+        assert row["blurred σ = 0.75"] == pytest.approx(_lpips(model, ref, blurred), rel=1e-5)
+    mse = _row(current, "metric", "MSE")
+    assert mse["shifted 5 px"] == pytest.approx(float(np.mean((shifted.astype(float) - ref) ** 2)))
+    verdict = next(m.value for m in at.markdown if m.value.startswith("**Verdict"))
+    ratio = mse["shifted 5 px"] / mse["blurred σ = 0.75"]
+    assert f"MSE calls the blurred copy {ratio:.1f}× closer" in verdict
+
+
+# --------------------------------------------------------------------------- distortion lab
+def test_distortion_lab(app, models):
+    at = _ok(app.run())
+    _ok(at.switch_page("pages/distortion_lab.py").run())
+    ref = at.session_state["ref_image"]
+    alex = models("alex")
+    table = _frame(at, "note")
+    assert _row(table, "metric", "LPIPS · AlexNet")["value"] == pytest.approx(
+        _lpips(alex, ref, gaussian_blur(ref, 1.0)), rel=1e-5)
+    _row(table, "metric", "LPIPS · SqueezeNet 1.1")  # listed, as a value or as unavailable
+
+    _ok(at.slider(key="lab_0_sigma").set_value(2.5).run())
+    table = _frame(at, "note")
+    expected = gaussian_blur(ref, 2.5)
+    assert _row(table, "metric", "LPIPS · AlexNet")["value"] == pytest.approx(_lpips(alex, ref, expected), rel=1e-5)
+    assert _row(table, "metric", "LPIPS · VGG16")["value"] == pytest.approx(
+        _lpips(models("vgg"), ref, expected), rel=1e-5)
+
+    # add a JPEG step: the chain, and so the numbers, follow
+    at.selectbox(key="lab_add_name").set_value("jpeg")
+    _ok(at.button(key="lab_add").click().run())
+    steps = at.session_state["lab_chain"]
+    assert [s[0] for s in steps] == ["gaussian_blur", "jpeg"]
+    dist = chain(ref, steps)
+    table = _frame(at, "note")
+    assert _row(table, "metric", "LPIPS · AlexNet")["value"] == pytest.approx(_lpips(alex, ref, dist), rel=1e-5)
+    assert _row(table, "metric", "MSE")["value"] == pytest.approx(float(np.mean((dist.astype(float) - ref) ** 2)),
+                                                                  rel=1e-5)
+    _ok(at.radio(key="lab_map_layer").set_value("relu3").run())
+    _ok(at.slider(key="lab_opacity").set_value(0.2).run())
+
+
+# --------------------------------------------------------------------------- conventions
+def test_conventions(app, models):
+    at = _ok(app.run())
+    _ok(at.switch_page("pages/conventions.py").run())
+    assert any("default distortion" in c.value for c in at.caption)
+    ref = at.session_state["ref_image"]
+    dist = gaussian_blur(ref, 1.5, boundary="reflect")
+    table = _frame(at, "ratio_to_reference")
+    assert set(table["backbone"]) == {"alex", "vgg"}
+
+    _ok(at.multiselect(key="conv_nets").set_value(["alex"]).run())
+    table = _frame(at, "ratio_to_reference")
+    assert set(table["backbone"]) == {"alex"}
+    cells = conventions_grid(ref, dist, get_model=lambda n, v: models(n, v), nets=("alex",))
+    assert len(table) == len(cells)
+    for c in cells:
+        row = table[(table["variant"] == c.variant) & (table["size"] == c.size_label)].iloc[0]
+        assert row["lpips"] == pytest.approx(c.value, rel=1e-5)
+        assert row["ratio_to_reference"] == pytest.approx(c.ratio, rel=1e-5)
+    assert table[table["is_reference"]]["variant"].unique().tolist() == ["[-1,1]"]
+
+
+# --------------------------------------------------------------------------- inside a layer
+def test_inside_a_layer(app, models):
+    at = _ok(app.run())
+    _ok(at.switch_page("pages/inside_a_layer.py").run())
+    toy = _frame(at, "weighted")
+    assert _row(toy, "position", "bottom right")["weighted"] == pytest.approx(1.36)
+    assert _row(toy, "position", "centre")["weighted"] == pytest.approx(0.344, abs=5e-4)
+    assert _row(toy, "position", "mean of all nine = d_l")["weighted"] == pytest.approx(0.20, abs=5e-3)
+
+    _ok(at.slider(key="ial_w2").set_value(0.5).run())
+    toy = _frame(at, "weighted")
+    expected = toy_layer.toy_layer((1.0, 0.5))
+    assert _row(toy, "position", "bottom right")["weighted"] == pytest.approx(1.25)
+    assert _row(toy, "position", "centre")["weighted"] == pytest.approx(float(expected.terms[1, 1]))
+
+    ref = at.session_state["ref_image"]
+    res = lpips_many(models("alex"), ref, [gaussian_blur(ref, 1.5, boundary="reflect")])
+    _ok(at.selectbox(key="ial_layer").set_value("relu4").run())
+    summary = _frame(at, "share of LPIPS")
+    assert summary["layer"].iloc[0] == "relu4"
+    assert summary["d_l"].iloc[0] == pytest.approx(float(res.per_layer[0, 3]), rel=1e-5)
+    assert summary["LPIPS"].iloc[0] == pytest.approx(float(res.total[0]), rel=1e-5)
+    _ok(at.selectbox(key="ial_channel").set_value(at.selectbox(key="ial_channel").options[3]).run())
+
+
+# --------------------------------------------------------------------------- debug a score
+def _debug_expected(model, ref_bytes: bytes, test_bytes: bytes, *, method="bilinear"):
+    side, low = 256, min_side_for(model.net)
+    r = load_image(io.BytesIO(ref_bytes), max_side=side, min_side=low)
+    t = load_image(io.BytesIO(test_bytes), max_side=side, min_side=low)
+    return diagnostics.diagnose(model, r, t, method=method)
+
+
+def _metric(at, prefix: str) -> float:
+    return float(next(m.value for m in at.metric if m.label.startswith(prefix)))
+
+
+def test_debug_a_score_demo(app, models):
+    at = _ok(app.run())
+    _ok(at.switch_page("pages/debug_a_score.py").run())
+    ref_png = image_to_png_bytes(at.session_state["ref_image"])
+    base = load_image(io.BytesIO(ref_png), max_side=256, min_side=31).array
+    alex = models("alex")
+    expected = _debug_expected(alex, ref_png, diagnostics.demo_pair(base, dx=3.0, dy=2.0, quality=30)[1])
+    assert _metric(at, "LPIPS") == pytest.approx(expected.score, abs=6e-5)
+
+    _ok(at.slider(key="dbg_demo_quality").set_value(80).run())
+    expected = _debug_expected(alex, ref_png, diagnostics.demo_pair(base, dx=3.0, dy=2.0, quality=80)[1])
+    assert _metric(at, "LPIPS") == pytest.approx(expected.score, abs=6e-5)
+    statuses = [m.value for m in at.markdown if "**Misalignment**" in m.value]
+    assert statuses and "warning" in statuses[0]
+
+
+def test_debug_a_score_uploads(app, models):
+    at = _ok(app.run())
+    _ok(at.switch_page("pages/debug_a_score.py").run())
+    rng = np.random.default_rng(0)
+    ref = gaussian_blur(rng.random((96, 128, 3)).astype(np.float32), 1.0)
+    test = gaussian_blur(ref, 1.2)[8:88, 10:118]  # a smaller, cropped copy
+    ref_png, test_png = image_to_png_bytes(ref), image_to_png_bytes(np.ascontiguousarray(test))
+
+    at.file_uploader(key="dbg_ref_file").set_value(("ref.png", ref_png, "image/png"))
+    _ok(at.file_uploader(key="dbg_test_file").set_value(("test <b>x</b>.png", test_png, "image/png")).run())
+    expected = _debug_expected(models("alex"), ref_png, test_png)
+    assert _metric(at, "LPIPS") == pytest.approx(expected.score, abs=6e-5)
+    _ok(at.selectbox(key="dbg_method").set_value("area").run())
+    expected = _debug_expected(models("alex"), ref_png, test_png, method="area")
+    assert _metric(at, "LPIPS") == pytest.approx(expected.score, abs=6e-5)
+    # the file name reaches Markdown only escaped
+    assert not any("<b>" in m.value for m in list(at.markdown) + list(at.caption))
+    assert any(r"test \<b\>x\</b\>\.png" in c.value for c in at.caption)
+
+    # a corrupt test file: the loader's message, no traceback, the page stays alive
+    _ok(at.file_uploader(key="dbg_test_file").set_value(("broken.png", test_png[:200], "image/png")).run())
+    assert at.error and "broken.png" in at.error[0].value
+    # a PDF renamed .png
+    _ok(at.file_uploader(key="dbg_test_file").set_value(("doc.png", b"%PDF-1.7\n...", "image/png")).run())
+    assert at.error and "PDF" in at.error[0].value
