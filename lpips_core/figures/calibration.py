@@ -12,6 +12,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from ..calibration import Accuracy, QuadrantCheck, RealLPIPSResult, StandInResult, TwoAFCResult
+from .maps import MAP_COLORSCALE
 
 __all__ = ["SUBSETS", "fitted_weights", "quadrant_map", "training_loss", "twoafc_bars", "twoafc_rows"]
 
@@ -59,8 +60,11 @@ def twoafc_bars(result: TwoAFCResult, real: Mapping[str, RealLPIPSResult] | None
     return fig
 
 
-def quadrant_map(check: QuadrantCheck, *, colorscale: str = "Inferno", height: int = 380) -> go.Figure:
-    """The stand-in's spatial distance map for noise added to one quadrant, quadrant outlined."""
+def quadrant_map(check: QuadrantCheck, *, colorscale=MAP_COLORSCALE, height: int = 380) -> go.Figure:
+    """The stand-in's spatial distance map for noise added to one quadrant, quadrant outlined.
+
+    ``colorscale`` defaults to the maps' explicit-stop Inferno (see :mod:`lpips_core.figures.maps`).
+    """
     m = np.asarray(check.map)
     rows, cols = check.quadrant
     fig = go.Figure(go.Heatmap(
