@@ -84,7 +84,7 @@ else:
     quality = d2.slider("Demo: JPEG quality", 5, 95, 30, 5, key="dbg_demo_quality")
     base = load(ref_data, ref_name, max_side, min_side)
     if isinstance(base, str):
-        st.error(f"Reference: {base}")
+        st.error("Reference: " + pagekit.md_escape(base))
         st.stop()
     test_data = demo_pair(base.array, dx=shift_px, dy=shift_px * 2 / 3, quality=quality)[1]
     test_name = f"demo (reference shifted {shift_px:g} px right, {shift_px * 2 / 3:.2g} px down, JPEG q{quality})"
@@ -96,7 +96,7 @@ if model is None:
 with st.spinner("Running the checks…"):
     diag = run(ref_data, ref_name, test_data, test_name, max_side, method, cfg.net, cfg.version, cfg.lin, model)
 if isinstance(diag, str):
-    st.error(diag)
+    st.error(pagekit.md_escape(diag))
     st.stop()
 
 st.subheader("The score")

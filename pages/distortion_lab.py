@@ -135,7 +135,7 @@ chain = [(s["name"], {p: v for p, v in s["params"].items()}) for s in steps]
 try:
     dist = pagekit.apply_chain(ref, pagekit.chain_key(chain))
 except (ValueError, TypeError) as exc:
-    st.error(f"This chain cannot be applied: {exc}")
+    st.error("This chain cannot be applied: " + pagekit.md_escape(str(exc)))
     st.stop()
 ss["lab_chain"] = chain  # the Conventions and Inside-a-layer pages use the same pair
 st.caption("Chain: " + pagekit.md_escape(pagekit.chain_label(chain)))

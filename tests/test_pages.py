@@ -213,7 +213,47 @@ def test_debug_a_score_uploads(app, models):
 
     # a corrupt test file: the loader's message, no traceback, the page stays alive
     _ok(at.file_uploader(key="dbg_test_file").set_value(("broken.png", test_png[:200], "image/png")).run())
-    assert at.error and "broken.png" in at.error[0].value
+    assert at.error and r"broken\.png" in at.error[0].value  # the loader's message, Markdown-escaped
     # a PDF renamed .png
     _ok(at.file_uploader(key="dbg_test_file").set_value(("doc.png", b"%PDF-1.7\n...", "image/png")).run())
     assert at.error and "PDF" in at.error[0].value
+
+
+# --------------------------------------------------------------------------- configurations
+PAGES = ["pages/shift_vs_blur.py", "pages/distortion_lab.py", "pages/conventions.py", "pages/inside_a_layer.py",
+         "pages/debug_a_score.py"]
+
+
+def test_pages_survive_an_unavailable_backbone(app):
+    """SqueezeNet has no weights here: every page still renders, with the reason instead of a traceback."""
+    from ui import weights_status
+
+    if weights_status()["squeeze"][0]:
+        pytest.skip("SqueezeNet weights are available on this machine")
+    at = _ok(app.run())
+    _ok(at.selectbox(key="net").set_value("squeeze").run())
+    for page in PAGES:
+        _ok(at.switch_page(page).run())
+    assert at.title[0].value == "Debug a score"
+    assert any("unavailable" in w.value for w in at.warning)
+    _ok(at.switch_page("pages/inside_a_layer.py").run())
+    assert any("available backbone" in i.value for i in at.info)
+
+
+def test_baseline_version_00_numbers(app, models):
+    """The sidebar's version and lin reach the numbers: v0.0 baseline in the lab and inside a layer."""
+    at = app
+    at.session_state["version"] = "0.0"
+    at.session_state["lin"] = False
+    _ok(at.run())
+    _ok(at.switch_page("pages/distortion_lab.py").run())
+    ref = at.session_state["ref_image"]
+    base = models("alex", "0.0", False)
+    table = _frame(at, "note")
+    row = _row(table, "metric", "LPIPS · AlexNet")
+    assert row["note"] == "v0.0, baseline"
+    assert row["value"] == pytest.approx(_lpips(base, ref, gaussian_blur(ref, 1.0)), rel=1e-5)
+    _ok(at.switch_page("pages/inside_a_layer.py").run())
+    summary = _frame(at, "share of LPIPS")
+    res = lpips_many(base, ref, [chain(ref, at.session_state["lab_chain"])])
+    assert summary["d_l"].iloc[0] == pytest.approx(float(res.per_layer[0, 1]), rel=1e-5)
