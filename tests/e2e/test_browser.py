@@ -1,0 +1,149 @@
+"""The app in a real browser: every page renders, uploads and sliders change the numbers, bad files
+give their specific message and leave the app working (issue 6).
+
+Each test gets a fresh browser context, so a fresh Streamlit session, on the one server of the
+test session. Screenshots go to ``test-output/e2e/``. Numbers are read from ``st.dataframe``'s
+accessible table (raw values); see ``driver.py`` for the selectors and waits.
+"""
+
+from __future__ import annotations
+
+import re
+
+from image_corpus import corpus  # tests/ is on sys.path (tests/conftest.py)
+
+from . import expected
+from .driver import PAGES, close_enough, slug
+
+LPIPS_ALEX = "LPIPS · AlexNet"
+#: The slowest page on a cold cache (Conventions: both backbones at five sizes) took ~100 s alone
+#: on a 2-core CPU; other test runs may share the machine.
+SLOW_PAGE_TIMEOUT = 480.0
+#: Corpus cases uploaded as the reference: a truncated download, a document renamed .png, and a
+#: 20 000 x 20 000 PNG that must be refused from its header.
+CORRUPT_CASES = ("truncated_png", "pdf_renamed_png", "bomb_20000x20000")
+
+
+def _corpus_case(name: str):
+    case = next(c for c in corpus() if c.name == name)
+    assert case.expect == "error" and not case.kwargs, f"{name} is not a plain error case of the corpus"
+    return case
+
+
+def test_every_page_renders_its_title_without_an_exception(app_page, server):
+    """Open the app at its root, then click through the navigation: each of the six pages shows its
+    title, no exception box, and the shared sidebar; a full-page screenshot of each is kept."""
+    ap = app_page
+    ap.open("")
+    assert ap.title() == PAGES[0][0], "the default page is not the first of the navigation"
+    for title, path in PAGES:
+        if title != ap.title():
+            ap.go(title, timeout=SLOW_PAGE_TIMEOUT)
+        assert ap.title() == title
+        assert ap.page.url.rstrip("/") == ap.server.page_url(path).rstrip("/"), ap.page.url
+        ap.assert_alive()
+        assert ap.frame_problem() is None, ap.frame_problem()
+        ap.screenshot(f"page-{slug(title)}")
+    server.assert_healthy()
+
+
+def test_uploading_a_png_as_reference_changes_the_metrics(app_page, server):
+    """Distortion lab: upload a synthetic texture as the reference; the metrics change to exactly what
+    ``lpips_core`` gives for that file, and the reference carries over to Shift vs blur."""
+    from lpips_core import synth
+
+    ap = app_page
+    ap.open("distortion_lab")
+    before = ap.wait_until(lambda: ap.number(LPIPS_ALEX), "the lab's LPIPS value")
+    mse_before = ap.number("MSE")
+
+    data = expected.png_bytes(synth.texture_patch(5, size=128))
+    ap.upload_reference("texture.png", data)
+    ap.wait_until(lambda: ap.caption_with("Reference: upload: texture.png"), "the lab to use the upload")
+    after = ap.wait_until(lambda: (v := ap.number(LPIPS_ALEX)) is not None and v != before and v,
+                          "the LPIPS value to change")
+    ap.assert_alive()
+    assert "128×128 px" in ap.caption_with("Reference: upload: texture.png")
+    assert ap.number("MSE") != mse_before
+    assert not ap.alerts(ap.sidebar()), ap.alerts(ap.sidebar())
+
+    ref = expected.uploaded_reference(data, "texture.png")
+    want = expected.lpips(ref, expected.lab_distorted(ref), "alex")
+    assert close_enough(after, want, expected.LAB_DECIMALS), (
+        f"the lab shows LPIPS {after:.{expected.LAB_DECIMALS}f} for the upload, lpips_core gives {want:.6f}")
+    ap.screenshot("upload-distortion-lab")
+
+    ap.go("Shift vs blur")
+    assert ap.caption_with("Reference: upload: texture.png"), "the uploaded reference did not carry over"
+    ap.wait_until(lambda: ap.number(LPIPS_ALEX) is not None, "Shift vs blur's LPIPS values")
+    ap.assert_alive()
+    ap.screenshot("upload-shift-vs-blur")
+    server.assert_healthy()
+
+
+def test_moving_a_slider_changes_a_number(app_page, server):
+    """Shift vs blur: focus the shift slider, press → once; the shift becomes 3 px and the LPIPS of
+    the shifted copy changes."""
+    ap = app_page
+    ap.open("")
+    table = ap.wait_until(lambda: ap.number(LPIPS_ALEX) is not None and ap.table(LPIPS_ALEX),
+                          "the current-values table")
+    assert table["metric"][0] == "shifted 2 px", table["metric"]
+    before = ap.number(LPIPS_ALEX, 0)
+
+    ap.nudge_slider("Shift (px, to the right)")
+    table = ap.wait_until(lambda: ap.table(LPIPS_ALEX).get("metric", [None])[0] == "shifted 3 px"
+                          and ap.table(LPIPS_ALEX), "the table to show a 3 px shift")
+    after = ap.wait_until(lambda: ap.number(LPIPS_ALEX, 0), "the new LPIPS value")
+    assert after != before, f"LPIPS of the shifted copy stayed {before} after moving the shift slider"
+    slider = ap.page.get_by_test_id("stSlider").filter(has_text="Shift (px, to the right)")
+    assert slider.get_by_test_id("stSliderThumbValue").inner_text().strip() == "3"
+    ap.assert_alive()
+    ap.screenshot("slider-shift-vs-blur")
+    server.assert_healthy()
+
+
+def test_a_corrupt_upload_shows_its_message_and_the_page_stays_alive(app_page, server):
+    """Distortion lab: upload a truncated PNG, a PDF renamed .png and a 20 000 × 20 000 PNG bomb as
+    the reference. Each shows its own message (the corpus case's ``match``) in the sidebar, the
+    reference stays the sample photo, no exception appears, and a slider still moves the numbers."""
+    ap = app_page
+    ap.open("distortion_lab")
+    ap.wait_until(lambda: ap.number(LPIPS_ALEX), "the lab's LPIPS value")
+    reference_caption = ap.caption_with("Reference: ")
+
+    for name in CORRUPT_CASES:
+        case = _corpus_case(name)
+        ap.upload_reference(case.filename, case.data)
+        alert = ap.wait_until(lambda: [a for a in ap.alerts(ap.sidebar()) if re.search(case.match, a)],
+                              f"the sidebar to show the message of {name} (/{case.match}/): "
+                              f"alerts {ap.alerts(ap.sidebar())}", timeout=60)
+        assert case.filename in alert[0], alert[0]
+        ap.assert_alive()
+        assert ap.caption_with("Reference: ") == reference_caption, "a refused file changed the reference"
+        ap.screenshot(f"corrupt-upload-{name}")
+
+    before = ap.number(LPIPS_ALEX)
+    ap.nudge_slider("sigma")
+    ap.wait_until(lambda: ap.caption_with("Chain: gaussian_blur(sigma=1.1"), "the chain to use σ = 1.1")
+    after = ap.wait_until(lambda: (v := ap.number(LPIPS_ALEX)) is not None and v != before and v,
+                          "the LPIPS value to follow the slider")
+    assert after > before, f"more blur gave a smaller LPIPS ({after} < {before})"
+    ap.assert_alive()
+    server.assert_healthy()
+
+
+def test_a_hostile_file_name_is_shown_literally(app_page, server):
+    """The file name is user content: in the uploader's error it must read exactly as given, with
+    no Markdown applied and no HTML element made from it."""
+    ap = app_page
+    ap.open("distortion_lab")
+    name = "**bold** _it_ <img src=x onerror=alert(1)> `c`.png"
+    ap.upload_reference(name, _corpus_case("pdf_renamed_png").data)
+    alert = ap.sidebar().get_by_test_id("stAlert").first
+    alert.wait_for()
+    assert not alert.locator("img, strong, em, code").count(), (
+        f"the file name was rendered as Markdown/HTML: {alert.inner_html()}")
+    assert name in alert.inner_text(), f"the message does not show the file name as given: {alert.inner_text()!r}"
+    ap.assert_alive()
+    server.assert_healthy()
