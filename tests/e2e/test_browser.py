@@ -140,8 +140,8 @@ def test_a_hostile_file_name_is_shown_literally(app_page, server):
     ap.open("distortion_lab")
     name = "**bold** _it_ <img src=x onerror=alert(1)> `c`.png"
     ap.upload_reference(name, _corpus_case("pdf_renamed_png").data)
-    alert = ap.sidebar().get_by_test_id("stAlert").first
-    alert.wait_for()
+    alert = ap.sidebar().get_by_test_id("stAlert").filter(has_text="PDF document").first
+    alert.wait_for(timeout=60_000)
     assert not alert.locator("img, strong, em, code").count(), (
         f"the file name was rendered as Markdown/HTML: {alert.inner_html()}")
     assert name in alert.inner_text(), f"the message does not show the file name as given: {alert.inner_text()!r}"
