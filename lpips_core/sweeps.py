@@ -12,16 +12,36 @@ Both paths do the least network work the answer needs:
 
 from __future__ import annotations
 
+import hashlib
+import threading
+import weakref
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import numpy as np
 import torch
 
-from .conventions import to_input
+from . import metric_registry
+from .conventions import CONVENTIONS, to_input
+from .dists import DISTS, DISTSFeatures, DISTSResult
 from .model import LPIPS, LPIPSResult, layer_term_maps
+from .stlpips import STLPIPS
 
-__all__ = ["GridCell", "VARIANTS", "VARIANT_NOTES", "conventions_grid", "grid_rows", "lpips_many", "size_label"]
+__all__ = [
+    "GridCell",
+    "VARIANTS",
+    "VARIANT_NOTES",
+    "conventions_grid",
+    "dists_reference_features",
+    "grid_rows",
+    "lpips_many",
+    "metric_conventions_grid",
+    "metric_grid_rows",
+    "metric_key",
+    "metric_many",
+    "size_label",
+]
 
 
 def lpips_many(
@@ -54,6 +74,173 @@ def lpips_many(
     x = to_input(ref, **opts)
     others = torch.cat([to_input(img, **opts) for img in images])
     return model.compare_batch(x, others, spatial=spatial)
+
+
+# --------------------------------------------------------------------------- any metric of the registry
+def _check_model(model, metric: str) -> None:
+    """The model must be the metric's own class (a cache that mixed them up would give wrong numbers)."""
+    metric_registry.correct_convention(metric)  # ValueError for an unknown metric
+    want = {"lpips": LPIPS, "stlpips": STLPIPS, "dists": DISTS}[metric]
+    ok = isinstance(model, want) and not (metric == "lpips" and isinstance(model, STLPIPS))
+    if not ok:
+        raise TypeError(f"metric {metric!r} needs a {want.__name__} model, got {type(model).__name__}")
+
+
+def metric_key(metric: str, model) -> str:
+    """``"<metric>-<net>"`` (``"stlpips-alex"``, ``"dists-vgg"``): names one metric model in tables."""
+    return f"{metric}-{getattr(model, 'net', metric_registry.METRICS[metric].default_net)}"
+
+
+_DISTS_REFS: "weakref.WeakKeyDictionary[DISTS, OrderedDict]" = weakref.WeakKeyDictionary()
+_DISTS_LOCK = threading.Lock()
+#: How many reference images' DISTS stages are kept per model (about 20 MB each at 256 px).
+DISTS_REF_CACHE_SIZE = 4
+
+
+def dists_reference_features(model: DISTS, x: torch.Tensor) -> DISTSFeatures:
+    """:meth:`DISTS.features` of ``x`` (``(1, 3, H, W)`` in ``[0, 1]``) with a small LRU per model,
+    keyed by the content of ``x`` — what :meth:`LPIPS.reference_features` does for LPIPS.
+
+    Returned features are shared: never modify them.
+    """
+    if not isinstance(model, DISTS):
+        raise TypeError(f"model must be a DISTS model, got {type(model).__name__}")
+    if not isinstance(x, torch.Tensor) or x.ndim != 4 or x.shape[0] != 1:
+        raise ValueError(f"x must be a (1, 3, H, W) tensor, got {getattr(x, 'shape', type(x).__name__)}")
+    digest = hashlib.blake2b(x.detach().cpu().float().numpy().tobytes(), digest_size=16).hexdigest()
+    key = (tuple(x.shape), digest)
+    with _DISTS_LOCK:
+        cache = _DISTS_REFS.setdefault(model, OrderedDict())
+        hit = cache.get(key)
+        if hit is not None:
+            cache.move_to_end(key)
+            return hit
+    feats = model.features(x)
+    with _DISTS_LOCK:
+        cache[key] = feats
+        while len(cache) > DISTS_REF_CACHE_SIZE:
+            cache.popitem(last=False)
+    return feats
+
+
+def metric_many(
+    model,
+    ref: np.ndarray,
+    images: Sequence[np.ndarray],
+    *,
+    metric: str,
+    convention: str = "correct",
+    size: int | tuple[int, int] | None = None,
+    spatial: bool = False,
+) -> LPIPSResult | DISTSResult:
+    """``metric`` between one reference and each of ``images``: ``(H, W, 3)`` arrays in ``[0, 1]``.
+
+    Each image is fed as :func:`metric_registry.prepare_input` prepares it (``convention="correct"``:
+    the metric's own range, ``[-1, 1]`` for LPIPS and ST-LPIPS, ``[0, 1]`` for DISTS). The
+    reference goes through the network once (LPIPS and ST-LPIPS: the model's content-keyed cache;
+    DISTS: :func:`dists_reference_features`), the images in one batch (chunked only when large).
+
+    Args:
+        model: the metric's model, as :func:`metric_registry.build` gives it.
+        metric: ``"lpips"``, ``"stlpips"`` or ``"dists"``: says how to feed ``model``.
+        spatial: per-layer maps (LPIPS and ST-LPIPS only).
+
+    Returns:
+        :class:`LPIPSResult` (LPIPS, ST-LPIPS) or :class:`DISTSResult` (DISTS), ``total`` of shape
+        ``(len(images),)``.
+
+    Raises:
+        ValueError: unknown metric or convention, no images, an image whose shape differs from
+            the reference's, or ``spatial`` for DISTS (it has no maps).
+        TypeError: ``model`` is not ``metric``'s model.
+    """
+    _check_model(model, metric)
+    if len(images) == 0:
+        raise ValueError("metric_many needs at least one image to compare")
+    for i, img in enumerate(images):
+        if np.shape(img) != np.shape(ref):
+            raise ValueError(f"image {i} has shape {np.shape(img)}, the reference {np.shape(ref)}")
+    if metric == "dists" and spatial:
+        raise ValueError("DISTS has no spatial map (its terms are statistics over whole feature maps)")
+    opts = dict(convention=convention, size=size)
+    x = metric_registry.prepare_input(metric, ref, **opts)
+    others = torch.cat([metric_registry.prepare_input(metric, img, **opts) for img in images])
+    if metric != "dists":
+        return model.compare_batch(x, others, spatial=spatial)
+    fr = dists_reference_features(model, x)
+    chunk = max(1, (1 << 20) // (others.shape[-2] * others.shape[-1]))
+    parts = [model.compare_features(fr, model.features(o)) for o in others.split(chunk)]
+    return parts[0] if len(parts) == 1 else DISTSResult.cat(parts)
+
+
+def metric_conventions_grid(
+    ref: np.ndarray,
+    dist: np.ndarray,
+    *,
+    metric: str,
+    model,
+    sizes: Sequence[int | None] = (None, 64, 256),
+    conventions: Sequence[str] = CONVENTIONS,
+) -> list[GridCell]:
+    """``metric`` of one pair fed under each range convention × size, as a ratio to the correct one.
+
+    Per size, the pair under every convention goes through the network in one batch.
+
+    Args:
+        ref, dist: ``(H, W, 3)`` arrays in ``[0, 1]`` of equal shape.
+        metric, model: as :func:`metric_many`.
+        conventions: from ``("[-1,1]", "[0,1]", "[0,255]")``; the metric's correct one is always added.
+
+    Returns:
+        One :class:`GridCell` per (size, convention), in that order: ``net`` is
+        :func:`metric_key` (``"dists-vgg"``), ``variant`` the convention, ``value`` the distance,
+        ``ratio`` its ratio to the correct convention's value at the same size, ``note``
+        :func:`metric_registry.convention_note`, ``is_reference`` for the correct convention.
+    """
+    _check_model(model, metric)
+    if np.shape(ref) != np.shape(dist):
+        raise ValueError(f"the pair differs in shape: {np.shape(ref)} and {np.shape(dist)}")
+    bad = [c for c in conventions if c not in CONVENTIONS]
+    if bad:
+        raise ValueError(f"unknown conventions {bad}; valid: {CONVENTIONS}")
+    correct = metric_registry.correct_convention(metric)
+    convs = list(dict.fromkeys([correct, *conventions]))
+    key = metric_key(metric, model)
+    cells: list[GridCell] = []
+    for size in sizes:
+        xs = [metric_registry.prepare_input(metric, ref, convention=c, size=size) for c in convs]
+        ys = [metric_registry.prepare_input(metric, dist, convention=c, size=size) for c in convs]
+        feats = model.features(torch.cat(xs + ys))
+        n = len(convs)
+        if metric == "dists":
+            totals = model.compare_features(feats[:n], feats[n:]).total
+        else:
+            totals = model.compare_features(feats[:n], feats[n:], spatial=False).total
+        values = dict(zip(convs, (float(t) for t in totals)))
+        base = values[correct]
+        for c in convs:
+            cells.append(GridCell(
+                key, c, size_label(size), values[c], base, values[c] / base if base else float("nan"),
+                metric_registry.convention_note(metric, c), c == correct,
+            ))
+    return cells
+
+
+def metric_grid_rows(cells: Sequence[GridCell]) -> list[dict]:
+    """Plain dicts (one per cell of :func:`metric_conventions_grid`) for a table or a CSV file."""
+    return [
+        {
+            "metric": c.net,
+            "convention": c.variant,
+            "size": c.size_label,
+            "value": c.value,
+            "correct_value": c.reference_value,
+            "ratio_to_correct": c.ratio,
+            "is_correct": c.is_reference,
+            "what_it_models": c.note,
+        }
+        for c in cells
+    ]
 
 
 # --------------------------------------------------------------------------- the Conventions grid

@@ -9,7 +9,7 @@ import torch
 from lpips_core import LPIPS
 from lpips_core.conventions import to_input
 from lpips_core.distortions import gaussian_blur, shift
-from lpips_core.sweeps import VARIANTS, conventions_grid, grid_rows, lpips_many
+from lpips_core.sweeps import VARIANTS, conventions_grid, grid_rows, lpips_many, metric_many
 from lpips_core.synth import texture_patch
 
 
@@ -75,3 +75,131 @@ def test_grid_equals_separate_models(models, pair):
 def test_grid_rejects_unknown_variant(pair):
     with pytest.raises(ValueError, match="unknown variants"):
         conventions_grid(*pair, get_model=lambda n, v: None, variants=("[-1,1]", "sRGB"))
+
+
+# --------------------------------------------------------------------------- successor metrics (issue 8)
+@pytest.fixture(scope="module")
+def successors():
+    """ST-LPIPS (alex) and DISTS as ``metric_registry.build`` gives them; skipped without weights."""
+    from lpips_core import metric_registry
+
+    out = {}
+    for metric, net in (("stlpips", "alex"), ("dists", "vgg")):
+        ok, why = metric_registry.availability(metric, net)
+        if not ok:
+            pytest.skip(why)
+        out[metric] = metric_registry.build(metric, net)
+    return out
+
+
+@pytest.mark.parametrize("metric", ["stlpips", "dists"])
+def test_metric_many_equals_direct_model_calls(successors, pair, metric):
+    from lpips_core.metric_registry import prepare_input
+
+    ref, _ = pair
+    model = successors[metric]
+    images = [shift(ref, 2), gaussian_blur(ref, 1.0), gaussian_blur(ref, 2.0)]
+    got = metric_many(model, ref, images, metric=metric)
+    want = [float(model(prepare_input(metric, ref), prepare_input(metric, img))) for img in images]
+    np.testing.assert_allclose(got.total, want, rtol=1e-5, atol=1e-7)
+    # a second call (the reference's features now cached) gives the same numbers
+    np.testing.assert_allclose(metric_many(model, ref, images, metric=metric).total, got.total, rtol=0, atol=1e-7)
+    # a wrong convention and a size reach the inputs
+    got = metric_many(model, ref, images[:1], metric=metric, convention="[0,255]", size=64)
+    x = prepare_input(metric, ref, convention="[0,255]", size=64)
+    y = prepare_input(metric, images[0], convention="[0,255]", size=64)
+    assert float(got.total[0]) == pytest.approx(float(model(x, y)), rel=1e-5)
+
+
+def test_metric_many_stlpips_per_layer_and_maps(successors, pair):
+    from lpips_core.metric_registry import prepare_input
+
+    ref, dist = pair
+    model = successors["stlpips"]
+    got = metric_many(model, ref, [dist], metric="stlpips", spatial=True)
+    want = model.compare(prepare_input("stlpips", ref), prepare_input("stlpips", dist))
+    np.testing.assert_allclose(got.per_layer, want.per_layer, rtol=1e-5, atol=1e-8)
+    assert got.layer_maps.shape[-2:] == ref.shape[:2]
+    assert float(got.spatial_map.mean()) == pytest.approx(float(got.total[0]), rel=1e-4)
+
+
+def test_metric_many_dists_stage_terms(successors, pair):
+    from lpips_core.metric_registry import prepare_input
+
+    ref, dist = pair
+    model = successors["dists"]
+    got = metric_many(model, ref, [dist], metric="dists")
+    want = model.compare(prepare_input("dists", ref), prepare_input("dists", dist))
+    np.testing.assert_allclose(got.texture, want.texture, rtol=1e-5, atol=1e-8)
+    np.testing.assert_allclose(got.structure, want.structure, rtol=1e-5, atol=1e-8)
+    assert got.stage_names == want.stage_names
+
+
+def test_dists_reference_features_are_cached_per_model(successors, pair):
+    from lpips_core.metric_registry import prepare_input
+    from lpips_core.sweeps import dists_reference_features
+
+    model = successors["dists"]
+    x = prepare_input("dists", pair[0])
+    first = dists_reference_features(model, x)
+    assert dists_reference_features(model, x.clone()) is first  # keyed by content
+    assert dists_reference_features(model, prepare_input("dists", pair[1])) is not first
+    with pytest.raises(TypeError, match="DISTS model"):
+        dists_reference_features(successors["stlpips"], x)
+    with pytest.raises(ValueError, match=r"\(1, 3, H, W\)"):
+        dists_reference_features(model, torch.cat([x, x]))
+
+
+def test_metric_many_errors(successors, models, pair):
+    ref, _ = pair
+    with pytest.raises(ValueError, match="at least one image"):
+        metric_many(successors["dists"], ref, [], metric="dists")
+    with pytest.raises(ValueError, match="no spatial map"):
+        metric_many(successors["dists"], ref, [ref], metric="dists", spatial=True)
+    with pytest.raises(ValueError, match=r"image 0 has shape \(64, 64, 3\)"):
+        metric_many(successors["stlpips"], ref, [np.zeros((64, 64, 3), np.float32)], metric="stlpips")
+    with pytest.raises(TypeError, match="needs a DISTS model, got STLPIPS"):
+        metric_many(successors["stlpips"], ref, [ref], metric="dists")
+    with pytest.raises(TypeError, match="needs a LPIPS model, got STLPIPS"):
+        metric_many(successors["stlpips"], ref, [ref], metric="lpips")
+    with pytest.raises(TypeError, match="needs a STLPIPS model, got LPIPS"):
+        metric_many(models[("0.1", True)], ref, [ref], metric="stlpips")
+    with pytest.raises(ValueError, match="metric must be one of"):
+        metric_many(successors["dists"], ref, [ref], metric="ssim")
+
+
+@pytest.mark.parametrize("metric", ["stlpips", "dists"])
+def test_metric_conventions_grid_equals_direct_calls(successors, pair, metric):
+    from lpips_core.metric_registry import convention_note, correct_convention, prepare_input
+    from lpips_core.sweeps import metric_conventions_grid, metric_grid_rows
+
+    ref, dist = pair
+    model = successors[metric]
+    cells = metric_conventions_grid(ref, dist, metric=metric, model=model, sizes=(None, 64))
+    correct = correct_convention(metric)
+    assert len(cells) == 2 * 3
+    assert cells[0].variant == cells[3].variant == correct  # the correct convention first at each size
+    for c in cells:
+        size = None if c.size_label == "native" else 64
+        x = prepare_input(metric, ref, convention=c.variant, size=size)
+        y = prepare_input(metric, dist, convention=c.variant, size=size)
+        assert c.value == pytest.approx(float(model(x, y)), rel=1e-5, abs=1e-7), c
+        base = next(d.value for d in cells if d.size_label == c.size_label and d.variant == correct)
+        assert c.ratio == pytest.approx(c.value / base)
+        assert c.is_reference == (c.variant == correct)
+        assert c.note == convention_note(metric, c.variant)
+        assert c.net == f"{metric}-{'alex' if metric == 'stlpips' else 'vgg'}"
+    rows = metric_grid_rows(cells)
+    assert rows[0]["convention"] == correct and rows[0]["ratio_to_correct"] == 1.0 and rows[0]["is_correct"]
+    assert set(rows[0]) == {"metric", "convention", "size", "value", "correct_value", "ratio_to_correct",
+                            "is_correct", "what_it_models"}
+
+
+def test_metric_conventions_grid_errors(successors, pair):
+    from lpips_core.sweeps import metric_conventions_grid
+
+    ref, dist = pair
+    with pytest.raises(ValueError, match="unknown conventions"):
+        metric_conventions_grid(ref, dist, metric="dists", model=successors["dists"], conventions=("sRGB",))
+    with pytest.raises(ValueError, match="differs in shape"):
+        metric_conventions_grid(ref, dist[:64], metric="dists", model=successors["dists"])
