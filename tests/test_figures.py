@@ -268,3 +268,67 @@ def test_colour_scales_are_explicit_rgb():
         for trace in fig.data:
             if trace.type == "heatmap":
                 assert all(str(c).startswith("rgb(") for _, c in trace.colorscale), fig.layout.title
+
+
+# --------------------------------------------------------------------------- successor metrics (issue 8)
+def test_sweep_curves_extra_rows_for_the_successors():
+    xs = [0.0, 1.0, 2.0]
+    series = {"MSE": [0.0, 0.1, 0.2], "LPIPS · AlexNet": [0.0, 0.2, 0.3], "ST-LPIPS · AlexNet": [0.0, 0.05, 0.1],
+              "DISTS · VGG16": [0.0, 0.1, 0.15]}
+    fig = lessons.sweep_curves({"shift": (xs, series)}, rows=lessons.METRIC_ROWS + lessons.EXTRA_ROWS)
+    scat = {t.name: t for t in _traces(fig, "scatter")}
+    for name, values in series.items():
+        np.testing.assert_allclose(scat[name].y, values)
+    axes = {name: t.yaxis for name, t in scat.items()}
+    assert len(set(axes.values())) == 4  # ST-LPIPS and DISTS each have their own row, apart from LPIPS
+    assert axes["ST-LPIPS · AlexNet"] != axes["LPIPS · AlexNet"]
+    titles = [a.text for a in fig.layout.annotations]
+    assert "ST-LPIPS ↓" in titles and "DISTS ↓" in titles
+    assert fig.layout.height == 205 * 6
+    # without rows=, the figure is the four standard rows as before, and a successor has no row
+    assert lessons.sweep_curves({"shift": (xs, {"MSE": series["MSE"]})}).layout.height == 820
+    with pytest.raises(ValueError, match="matches none"):
+        lessons.sweep_curves({"shift": (xs, {"DISTS · VGG16": series["DISTS · VGG16"]})})
+
+
+@pytest.fixture(scope="module")
+def dists_model():
+    from lpips_core import metric_registry
+
+    ok, why = metric_registry.availability("dists")
+    if not ok:
+        pytest.skip(why)
+    return metric_registry.build("dists")
+
+
+def test_dists_stage_bars_stack_the_library_terms(dists_model, pair):
+    from lpips_core.metric_registry import prepare_input
+
+    ref, dist = pair
+    res = dists_model.compare(prepare_input("dists", ref), prepare_input("dists", dist))
+    fig = maps.dists_stage_bars(res.stage_names, res.texture[0], res.structure[0], title="DISTS")
+    bars = _traces(fig, "bar")
+    assert [b.name for b in bars] == ["texture", "structure"]
+    assert fig.layout.barmode == "stack"
+    for b in bars:
+        assert list(b.x) == list(res.stage_names)
+    np.testing.assert_allclose(bars[0].y, res.texture[0].numpy(), rtol=1e-6)
+    np.testing.assert_allclose(bars[1].y, res.structure[0].numpy(), rtol=1e-6)
+    # every bar together is the DISTS value; each stage's label is its sum
+    assert sum(bars[0].y) + sum(bars[1].y) == pytest.approx(float(res.total[0]), rel=1e-5)
+    labels = [float(a.text) for a in fig.layout.annotations]
+    np.testing.assert_allclose(labels, res.per_stage[0].numpy(), atol=5e-5)
+
+
+def test_dists_stage_bars_errors():
+    with pytest.raises(ValueError, match="at least one stage"):
+        maps.dists_stage_bars([], [], [])
+    with pytest.raises(ValueError, match="2 stages, 1 texture"):
+        maps.dists_stage_bars(["input", "relu1_2"], [0.1], [0.1, 0.2])
+
+
+def test_conventions_heatmap_names_the_value():
+    cells = _cells()
+    assert "LPIPS %{customdata[0]" in grids.conventions_heatmap(cells).data[0].hovertemplate
+    hover = grids.conventions_heatmap(cells, value_name="distance").data[0].hovertemplate
+    assert "distance %{customdata[0]" in hover and "LPIPS" not in hover

@@ -24,14 +24,16 @@ def grid_layout(cells: Sequence[GridCell]) -> tuple[list[tuple[str, str]], list[
     return rows, cols
 
 
-def conventions_heatmap(cells: Sequence[GridCell], *, net_labels: Mapping[str, str] | None = None) -> go.Figure:
+def conventions_heatmap(cells: Sequence[GridCell], *, net_labels: Mapping[str, str] | None = None,
+                        value_name: str = "LPIPS") -> go.Figure:
     """Each cell coloured by ``log2`` of its ratio to the reference convention, labelled with both.
 
     Rows are ``(backbone, variant)``, the reference variant of each backbone marked ``★``;
     columns are the sizes. The single ``go.Heatmap`` trace has ``z = log2(ratio)`` (0 = agrees
     with the reference; ±1 = twice or half) and ``customdata[r][c] = [value, ratio,
     reference value, note]``; cell text is the ratio (``"ref"`` for the reference row) above
-    the value.
+    the value. ``value_name`` names the value in the hover (``"LPIPS"``; ``"distance"`` for a
+    grid of several metrics, as :func:`lpips_core.sweeps.metric_conventions_grid` gives).
     """
     if not cells:
         raise ValueError("conventions_heatmap needs at least one cell")
@@ -60,7 +62,7 @@ def conventions_heatmap(cells: Sequence[GridCell], *, net_labels: Mapping[str, s
         z=z, x=cols, y=ylabels, text=text, texttemplate="%{text}", customdata=custom,
         colorscale=plotly_scale("RdBu_r"), zmid=0.0, zmin=-span, zmax=span, xgap=2, ygap=2,
         colorbar=dict(title=dict(text="log₂ ratio", side="right")),
-        hovertemplate=("%{y} at %{x}<br>LPIPS %{customdata[0]:.4f}<br>ratio to reference ×%{customdata[1]:.3f}"
+        hovertemplate=("%{y} at %{x}<br>" + value_name + " %{customdata[0]:.4f}<br>ratio to reference ×%{customdata[1]:.3f}"
                        "<br>%{customdata[3]}<extra></extra>"),
     ))
     fig.update_yaxes(autorange="reversed")

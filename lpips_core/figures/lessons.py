@@ -15,11 +15,14 @@ from plotly.subplots import make_subplots
 
 from .maps import plotly_scale
 
-__all__ = ["METRIC_ROWS", "pixel_grid", "sweep_curves"]
+__all__ = ["EXTRA_ROWS", "METRIC_ROWS", "pixel_grid", "sweep_curves"]
 
 #: The rows of :func:`sweep_curves`, in order; a series belongs to the row its name starts with.
 METRIC_ROWS: tuple[str, ...] = ("MSE", "PSNR", "SSIM", "LPIPS")
-_ROW_TITLES = {"MSE": "MSE ↓", "PSNR": "PSNR (dB) ↑", "SSIM": "SSIM ↑", "LPIPS": "LPIPS ↓"}
+#: Rows a caller may add with ``rows=`` (the successor metrics).
+EXTRA_ROWS: tuple[str, ...] = ("ST-LPIPS", "DISTS")
+_ROW_TITLES = {"MSE": "MSE ↓", "PSNR": "PSNR (dB) ↑", "SSIM": "SSIM ↑", "LPIPS": "LPIPS ↓",
+               "ST-LPIPS": "ST-LPIPS ↓", "DISTS": "DISTS ↓"}
 
 
 def _finite_or_none(values: Sequence[float]) -> list[float | None]:
@@ -74,7 +77,8 @@ def sweep_curves(
     columns: Mapping[str, tuple[Sequence[float], Mapping[str, Sequence[float]]]],
     *,
     markers: Mapping[str, float] | None = None,
-    height: int = 820,
+    height: int | None = None,
+    rows: Sequence[str] | None = None,
 ) -> go.Figure:
     """Metric curves against a distortion parameter: one column per sweep, one row per metric.
 
@@ -83,6 +87,10 @@ def sweep_curves(
             maps a name starting with a :data:`METRIC_ROWS` entry (``"MSE"``, ``"PSNR (dB)"``,
             ``"SSIM"``, ``"LPIPS · AlexNet"`` …) to one value per x.
         markers: column title → the current parameter value, drawn as a dotted vertical line.
+        height: the figure's height in px (default 205 per row: 820 for the four standard rows).
+        rows: the row prefixes, in order (default :data:`METRIC_ROWS`); e.g. add ``"ST-LPIPS"``
+            and ``"DISTS"`` (:data:`EXTRA_ROWS`) for the successor metrics. A series belongs to
+            the first row its name starts with.
 
     Returns:
         One ``go.Scatter`` per (column, series), named after the series; non-finite values
@@ -92,20 +100,26 @@ def sweep_curves(
         ValueError: a series whose name matches no row, or whose length differs from x.
     """
     cols = list(columns)
+    metric_rows = tuple(METRIC_ROWS if rows is None else rows)
+    if not metric_rows:
+        raise ValueError("sweep_curves needs at least one row")
+    height = 205 * len(metric_rows) if height is None else height
     fig = make_subplots(
-        rows=len(METRIC_ROWS), cols=len(cols), shared_xaxes="columns", vertical_spacing=0.05,
+        rows=len(metric_rows), cols=len(cols), shared_xaxes="columns",
+        vertical_spacing=0.05 if len(metric_rows) <= 4 else 0.2 / len(metric_rows),
         horizontal_spacing=0.08, column_titles=cols,
-        row_titles=[_ROW_TITLES[r] for r in METRIC_ROWS],
+        row_titles=[_ROW_TITLES.get(r, r) for r in metric_rows],
     )
-    palette = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"]
+    palette = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf", "#bcbd22",
+               "#7f7f7f"]
     colour_of: dict[str, str] = {}
     for c, col in enumerate(cols, start=1):
         x, series = columns[col]
         x = [float(v) for v in x]
         for name, values in series.items():
-            row = next((i for i, r in enumerate(METRIC_ROWS, start=1) if name.startswith(r)), None)
+            row = next((i for i, r in enumerate(metric_rows, start=1) if name.startswith(r)), None)
             if row is None:
-                raise ValueError(f"series {name!r} matches none of the rows {METRIC_ROWS}")
+                raise ValueError(f"series {name!r} matches none of the rows {metric_rows}")
             if len(values) != len(x):
                 raise ValueError(f"series {name!r} of column {col!r} has {len(values)} values for {len(x)} x values")
             colour = colour_of.setdefault(name, palette[len(colour_of) % len(palette)])
@@ -118,7 +132,7 @@ def sweep_curves(
                 row=row, col=c,
             )
         if markers and col in markers:
-            for r in range(1, len(METRIC_ROWS) + 1):
+            for r in range(1, len(metric_rows) + 1):
                 fig.add_vline(x=float(markers[col]), line_dash="dot", line_color="grey", row=r, col=c)
     fig.update_layout(height=height, margin=dict(l=10, r=10, t=40, b=10),
                       legend=dict(orientation="h", yanchor="bottom", y=1.03, x=0))

@@ -20,6 +20,7 @@ __all__ = [
     "plotly_scale",
     "abs_difference",
     "colorize",
+    "dists_stage_bars",
     "map_overlay",
     "map_png",
     "per_layer_bars",
@@ -209,4 +210,48 @@ def per_layer_bars(
     fig.update_layout(barmode="stack", title=title or None, yaxis_title="LPIPS (sum of layer terms)",
                       margin=dict(l=10, r=10, t=40 if title else 20, b=10), height=380,
                       legend_title_text="layer (shallow → deep)")
+    return fig
+
+
+def dists_stage_bars(
+    stage_names: Sequence[str],
+    texture: Sequence[float],
+    structure: Sequence[float],
+    *,
+    label: str = "DISTS",
+    title: str = "",
+) -> go.Figure:
+    """Where a DISTS distance comes from: per stage, its texture and structure terms stacked.
+
+    Args:
+        stage_names: the stages (``"input"``, ``"relu1_2"`` … ``"relu5_3"``).
+        texture, structure: one term per stage (``DISTSResult.texture[i]``, ``.structure[i]``);
+            all of them together sum to the DISTS value.
+        label: the metric's name in the axis title and hover.
+
+    Returns:
+        Two stacked ``go.Bar`` traces, ``"texture"`` then ``"structure"`` (``x`` = stage names,
+        ``y`` = the terms), and one annotation per stage with its sum.
+
+    Raises:
+        ValueError: no stages, or lengths that differ.
+    """
+    if not len(stage_names):
+        raise ValueError("dists_stage_bars needs at least one stage")
+    if len(texture) != len(stage_names) or len(structure) != len(stage_names):
+        raise ValueError(f"{len(stage_names)} stages, {len(texture)} texture and {len(structure)} structure terms")
+    names = [str(n) for n in stage_names]
+    tex = [float(v) for v in texture]
+    struct = [float(v) for v in structure]
+    fig = go.Figure()
+    for name, values, colour in (("texture", tex, "#e0a100"), ("structure", struct, "#3b6fb6")):
+        fig.add_trace(go.Bar(
+            x=names, y=values, name=name, marker_color=colour,
+            hovertemplate=f"{label} · %{{x}} · {name}: %{{y:.5f}}<extra></extra>",
+        ))
+    for name, t, s in zip(names, tex, struct):
+        fig.add_annotation(x=name, y=t + s, text=f"{t + s:.4f}", showarrow=False, yshift=10)
+    fig.update_layout(barmode="stack", title=title or None, yaxis_title=f"{label} (sum of all terms)",
+                      xaxis_title="stage (shallow → deep)", margin=dict(l=10, r=10, t=40 if title else 20, b=10),
+                      height=340, legend_title_text="term")
     return fig
