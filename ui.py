@@ -10,6 +10,9 @@ Session state it owns:
   image chosen once (sample photo, upload or synthetic) and shared by every page.
 - ``working_side``: the longer side sample photos and uploads are brought to (default 256 px),
   which keeps every page interactive on a CPU.
+
+The successor metrics (ST-LPIPS, DISTS) come from :func:`get_metric_model`, cached like the LPIPS
+models; which of them the pages compute is ``pagekit``'s ``successors`` state.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import streamlit as st
 
-from lpips_core import LPIPS, WeightsUnavailable, resolve_device
+from lpips_core import LPIPS, WeightsUnavailable, metric_registry, resolve_device
 from lpips_core import weights as weights_mod
 
 REPO = Path(__file__).resolve().parent
@@ -91,6 +94,59 @@ def weights_status() -> dict[str, tuple[bool, str]]:
 
 def available_nets() -> list[str]:
     return [net for net, (ok, _) in weights_status().items() if ok]
+
+
+# --------------------------------------------------------------------------- successor metrics
+def metric_label(metric: str, net: str | None = None) -> str:
+    """``"ST-LPIPS · AlexNet"``, ``"DISTS · VGG16"``, ``"LPIPS · VGG16"``."""
+    info = metric_registry.METRICS[metric]
+    return f"{info.label} · {NET_LABELS[net or info.default_net]}"
+
+
+@st.cache_data(show_spinner=False, ttl=60)
+def metric_status(metric: str, net: str | None = None) -> tuple[bool, str]:
+    """:func:`lpips_core.metric_registry.availability`: loadable without a download, and from where (or the fix)."""
+    return metric_registry.availability(metric, net)
+
+
+@st.cache_resource(show_spinner="Loading the successor metric…")
+def _load_metric_model(metric: str, net: str, device: str):
+    # One instance per (metric, net, device) for the whole server; never mutated. Logged apart
+    # from the LPIPS models' "loaded model" lines, which the load test counts.
+    model = metric_registry.build(metric, net, device=device)
+    print(f"lpips-explorer: loaded metric {metric} net={net} device={device}", file=sys.stderr, flush=True)
+    return model
+
+
+def _md_escape(text: str) -> str:
+    import pagekit  # lazy: pagekit imports this module
+
+    return pagekit.md_escape(text)
+
+
+def get_metric_model(metric: str, net: str | None = None, *, quiet: bool = False):
+    """The cached model of ``metric`` (``"lpips"``, ``"stlpips"``, ``"dists"``) for ``net``.
+
+    LPIPS is :func:`get_model` (v0.1, lin). Returns ``None`` when the weights are unavailable (or
+    cannot be read), after showing why and how to fix it (unless ``quiet``): never a traceback,
+    and every other part of the page keeps working.
+    """
+    info = metric_registry.METRICS[metric]
+    net = net or info.default_net
+    if metric == "lpips":
+        return get_model(net, "0.1", True, quiet=quiet)
+    label = metric_label(metric, net)
+    ok, why = metric_status(metric, net)
+    if ok:
+        try:
+            return _load_metric_model(metric, net, app_config().device)
+        except WeightsUnavailable as exc:
+            why = str(exc)
+        except (ValueError, OSError, RuntimeError) as exc:  # a damaged or foreign checkpoint
+            why = f"its weights could not be read: {exc}"
+    if not quiet:
+        st.warning(f"**{label} is unavailable.** {_md_escape(why)}", icon=":material/cloud_off:")
+    return None
 
 
 # --------------------------------------------------------------------------- sidebar
