@@ -44,6 +44,7 @@ __all__ = [
     "BOUNDARIES",
     "Boundary",
     "JPEG_LUMINANCE_TABLE",
+    "as_generator",
     "check_image",
     "shift",
     "gaussian_blur",
@@ -161,7 +162,8 @@ def _boundary(boundary: Any) -> str:
     return boundary
 
 
-def _rng(seed: Any) -> np.random.Generator:
+def as_generator(seed: Any) -> np.random.Generator:
+    """An int seed → a fresh ``numpy.random.default_rng(seed)``; a Generator is used as it is."""
     if isinstance(seed, np.random.Generator):
         return seed
     if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
@@ -451,7 +453,7 @@ def gaussian_noise(img: np.ndarray, sigma: float, *, seed: int | np.random.Gener
     """
     x, dtype = check_image(img)
     sigma = _real(sigma, "sigma", lo=0.0)
-    rng = _rng(seed)
+    rng = as_generator(seed)
     h, w = x.shape[:2]
     noise = rng.standard_normal((3, h, w)).transpose(1, 2, 0)
     return _out(x + sigma * noise, dtype)

@@ -39,7 +39,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .backbones import Backbone
-from .model import resolve_device
+from .model import check_input, resolve_device
 from .weights import WeightsUnavailable, load_backbone_weights
 
 __all__ = ["C1", "C2", "DISTS", "DISTSFeatures", "DISTSResult", "L2Pool", "STAGE_NAMES", "alpha_beta_path"]
@@ -235,13 +235,7 @@ class DISTS(nn.Module):
 
     # ------------------------------------------------------------------ features
     def _check_input(self, x: torch.Tensor, name: str = "x") -> torch.Tensor:
-        if not isinstance(x, torch.Tensor):
-            raise TypeError(f"{name} must be a torch.Tensor (N, 3, H, W) in [0, 1], got {type(x).__name__}")
-        if x.ndim != 4 or x.shape[1] != 3:
-            raise ValueError(f"{name} must have shape (N, 3, H, W), got {tuple(x.shape)}")
-        if not x.is_floating_point():
-            raise TypeError(f"{name} must be a float tensor in [0, 1], got dtype {x.dtype}")
-        return x.to(self.device, torch.float32, non_blocking=True)
+        return check_input(x, self.device, name=name, value_range=self.input_range)
 
     @torch.inference_mode()
     def features(self, x: torch.Tensor) -> DISTSFeatures:

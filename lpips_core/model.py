@@ -27,7 +27,7 @@ from torch import nn
 from .backbones import CHANNELS, LAYER_NAMES, Backbone
 from .weights import NETS, VERSIONS, lin_weights, load_backbone_weights
 
-__all__ = ["EPS", "Features", "LPIPS", "LPIPSResult", "layer_term_maps", "resolve_device", "unit_normalize"]
+__all__ = ["EPS", "Features", "LPIPS", "LPIPSResult", "check_input", "layer_term_maps", "resolve_device", "unit_normalize"]
 
 EPS = 1e-10
 _SHIFT = (-0.030, -0.088, -0.188)
@@ -89,6 +89,21 @@ def layer_term_maps(
         else:
             out.append(F.conv2d(d2, weights[i].to(d2).view(1, -1, 1, 1)))
     return out
+
+
+def check_input(x: torch.Tensor, device: torch.device, *, name: str = "x", value_range: str = "[-1,1]") -> torch.Tensor:
+    """Validate a network input ``(N, 3, H, W)`` float tensor and move it to ``device`` as float32.
+
+    Raises:
+        TypeError: not a float tensor. ValueError: wrong shape.
+    """
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor (N, 3, H, W) in {value_range}, got {type(x).__name__}")
+    if x.ndim != 4 or x.shape[1] != 3:
+        raise ValueError(f"{name} must have shape (N, 3, H, W), got {tuple(x.shape)}")
+    if not x.is_floating_point():
+        raise TypeError(f"{name} must be a float tensor in {value_range}, got dtype {x.dtype}")
+    return x.to(device, torch.float32, non_blocking=True)
 
 
 @dataclass(frozen=True, eq=False)
@@ -179,6 +194,8 @@ class LPIPS(nn.Module):
         tensor([0.])
     """
 
+    input_range = "[-1,1]"
+
     def __init__(
         self,
         net: str = "alex",
@@ -195,23 +212,36 @@ class LPIPS(nn.Module):
             raise ValueError(f"version must be one of {VERSIONS}, got {version!r}")
         if not isinstance(lin, bool):
             raise TypeError(f"lin must be a bool, got {lin!r}")
-        self.net = net
-        self.version = version
-        self.lin = lin
-        self.layer_names = LAYER_NAMES[net]
         if backbone_state_dict is None:
             resolved = load_backbone_weights(net)
-            backbone_state_dict, self.weights = resolved.state_dict, resolved.source
+            backbone_state_dict, source = resolved.state_dict, resolved.source
         else:
-            self.weights = "injected"
-        self.backbone = Backbone(net, backbone_state_dict)
-        self.register_buffer("shift", torch.tensor(_SHIFT).view(1, 3, 1, 1), persistent=False)
-        self.register_buffer("scale", torch.tensor(_SCALE).view(1, 3, 1, 1), persistent=False)
-        if lin:
-            for i, w in enumerate(lin_weights(net, version)):
-                if w.numel() != CHANNELS[net][i]:
-                    raise ValueError(f"lin weights of layer {i} have {w.numel()} channels, expected {CHANNELS[net][i]}")
-                self.register_buffer(f"lin{i}", w, persistent=False)
+            source = "injected"
+        self._assemble(
+            net=net, version=version, backbone=Backbone(net, backbone_state_dict), layer_names=LAYER_NAMES[net],
+            channels=CHANNELS[net], lin=lin_weights(net, version) if lin else None, weights=source, device=device,
+            scaling=version == "0.1",
+        )
+
+    def _assemble(self, *, net: str, version: str, backbone: nn.Module, layer_names: tuple[str, ...],
+                  channels: Sequence[int], lin: Sequence[torch.Tensor] | None, weights: str,
+                  device: torch.device | str | None, scaling: bool, shift=_SHIFT, scale=_SCALE,
+                  label: str | None = None) -> None:
+        """Set up a model from its parts (subclasses with other backbones call this too)."""
+        self.net = net
+        self.version = version
+        self.lin = lin is not None
+        self.layer_names = tuple(layer_names)
+        self.weights = weights
+        self.backbone = backbone
+        self._scaling = scaling
+        self._label = label or net
+        self.register_buffer("shift", torch.as_tensor(shift, dtype=torch.float32).view(1, 3, 1, 1).clone(), persistent=False)
+        self.register_buffer("scale", torch.as_tensor(scale, dtype=torch.float32).view(1, 3, 1, 1).clone(), persistent=False)
+        for i, w in enumerate(lin or ()):
+            if w.numel() != channels[i]:
+                raise ValueError(f"lin weights of layer {i} have {w.numel()} channels, expected {channels[i]}")
+            self.register_buffer(f"lin{i}", w.reshape(-1).float(), persistent=False)
         self.requires_grad_(False)
         self.eval()
         self.device = resolve_device(device)
@@ -234,13 +264,7 @@ class LPIPS(nn.Module):
 
     # ------------------------------------------------------------------ features
     def _check_input(self, x: torch.Tensor, name: str = "x") -> torch.Tensor:
-        if not isinstance(x, torch.Tensor):
-            raise TypeError(f"{name} must be a torch.Tensor (N, 3, H, W) in [-1, 1], got {type(x).__name__}")
-        if x.ndim != 4 or x.shape[1] != 3:
-            raise ValueError(f"{name} must have shape (N, 3, H, W), got {tuple(x.shape)}")
-        if not x.is_floating_point():
-            raise TypeError(f"{name} must be a float tensor in [-1, 1], got dtype {x.dtype}")
-        return x.to(self.device, torch.float32, non_blocking=True)
+        return check_input(x, self.device, name=name, value_range=self.input_range)
 
     @torch.inference_mode()
     def features(self, x: torch.Tensor) -> Features:
@@ -253,14 +277,14 @@ class LPIPS(nn.Module):
             ValueError: wrong shape, or an image too small for this backbone.
         """
         x = self._check_input(x)
-        if self.version == "0.1":
+        if self._scaling:
             x = (x - self.shift) / self.scale
         try:
             taps = self.backbone(x)
-        except RuntimeError as exc:
-            if "size" in str(exc).lower() or "kernel" in str(exc).lower():
+        except (RuntimeError, ValueError) as exc:
+            if any(s in str(exc).lower() for s in ("size", "kernel", "padding", "dimension")):
                 raise ValueError(
-                    f"an input of {x.shape[-2]}×{x.shape[-1]} px is too small for the {self.net} backbone: {exc}"
+                    f"an input of {x.shape[-2]}×{x.shape[-1]} px is too small for the {self._label} backbone: {exc}"
                 ) from exc
             raise
         return Features(tuple(_unit_normalize_(t) for t in taps), (x.shape[-2], x.shape[-1]), self.net, self.version)

@@ -30,7 +30,6 @@ Install it with ``pip install --no-deps stlpips-pytorch==0.0.2``.
 from __future__ import annotations
 
 import importlib.metadata
-from collections import OrderedDict
 from pathlib import Path
 from typing import Literal
 
@@ -39,7 +38,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .backbones import CHANNELS, LAYER_NAMES
-from .model import LPIPS, Features, resolve_device, unit_normalize
+from .model import LPIPS
 from .weights import WeightsUnavailable
 
 __all__ = [
@@ -263,50 +262,18 @@ class STLPIPS(LPIPS):
         checkpoint: str | Path | None = None,
     ):
         # LPIPS.__init__ would resolve torchvision weights and the lpips package's lin files:
-        # initialise the Module directly and set every attribute LPIPS's methods read.
+        # initialise the Module directly and assemble the model from the checkpoint's parts.
         nn.Module.__init__(self)
         if net not in ST_NETS:
             raise ValueError(f"net must be one of {ST_NETS}, got {net!r}")
-        self.net = net
-        self.version = ST_VERSION
-        self.lin = True
-        self.layer_names = LAYER_NAMES[net]
-        sd, self.weights = _load_checkpoint(net, checkpoint)
+        sd, source = _load_checkpoint(net, checkpoint)
         backbone_sd, lins, scaling = _split_checkpoint(net, sd)
-        self.backbone = STBackbone(net, backbone_sd)
-        self.register_buffer("shift", scaling["shift"], persistent=False)
-        self.register_buffer("scale", scaling["scale"], persistent=False)
-        for i, w in enumerate(lins):
-            self.register_buffer(f"lin{i}", w, persistent=False)
-        self.requires_grad_(False)
-        self.eval()
-        self.device = resolve_device(device)
-        self.to(self.device)
-        self._ref_cache: OrderedDict[tuple, Features] = OrderedDict()
-        self.ref_cache_size = 8
+        self._assemble(
+            net=net, version=ST_VERSION, backbone=STBackbone(net, backbone_sd), layer_names=LAYER_NAMES[net],
+            channels=[w.numel() for w in lins], lin=lins, weights=source, device=device, scaling=True,
+            shift=scaling["shift"], scale=scaling["scale"], label=f"ST-LPIPS {net}",
+        )
 
     def extra_repr(self) -> str:
         return f"net={self.net!r}, shift-tolerant {self.version}, device={self.device}, weights={self.weights!r}"
 
-    @torch.inference_mode()
-    def features(self, x: torch.Tensor) -> Features:
-        """Run ``x`` (``(N, 3, H, W)`` float in ``[-1, 1]``) through the scaling layer and backbone.
-
-        Returns:
-            The unit-normalised taps (``Features`` with ``version="ST0.0"``).
-
-        Raises:
-            ValueError: wrong shape, or an image too small for the backbone's reflection pads.
-        """
-        x = self._check_input(x)
-        try:
-            taps = self.backbone((x - self.shift) / self.scale)
-        except (RuntimeError, ValueError) as exc:
-            text = str(exc).lower()
-            if any(s in text for s in ("size", "kernel", "padding", "dimension")):
-                raise ValueError(
-                    f"an input of {x.shape[-2]}×{x.shape[-1]} px is too small for the ST-LPIPS {self.net} "
-                    f"backbone: {exc}"
-                ) from exc
-            raise
-        return Features(tuple(unit_normalize(t) for t in taps), (x.shape[-2], x.shape[-1]), self.net, self.version)

@@ -19,6 +19,8 @@ from typing import Literal, Sequence
 
 import numpy as np
 
+from .distortions import as_generator
+
 __all__ = ["stripes", "checkerboard", "grating", "flat", "gradient", "texture_patch"]
 
 
@@ -215,19 +217,6 @@ def gradient(
     return _grey(plane)
 
 
-def _rng(seed) -> np.random.Generator:
-    if isinstance(seed, np.random.Generator):
-        return seed
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
-        raise TypeError(
-            f"seed must be an int or a numpy.random.Generator; got {seed!r} "
-            f"({type(seed).__name__})"
-        )
-    if seed < 0:
-        raise ValueError(f"seed must be >= 0; got {seed}")
-    return np.random.default_rng(int(seed))
-
-
 def _smooth_same(tex: np.ndarray, kernel: np.ndarray, axis: int) -> np.ndarray:
     """Zero-padded 'same' convolution of every line of ``tex`` along ``axis``."""
     r = kernel.size // 2
@@ -273,7 +262,7 @@ def texture_patch(seed, size: int = 64, *, dtype=np.float32) -> np.ndarray:
         TypeError: ``seed`` neither an int nor a Generator.
         ValueError: negative ``seed``, ``size < 1``, ``dtype`` not float32/float64.
     """
-    rng = _rng(seed)
+    rng = as_generator(seed)
     size = _check_int(size, "size", 1)
     dtype = np.dtype(dtype)
     if dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
