@@ -6,6 +6,9 @@ Session state it owns:
 
 - ``lab_chain``: the Distortion lab's current chain, a list of ``(name, params)`` steps (JSON-
   serialisable), so the Conventions and Inside-a-layer pages can use the lab's distorted image.
+- ``successors``: the successor metrics (ids of :data:`SUCCESSORS`) the Shift-vs-blur, Distortion
+  lab and Conventions pages compute beside LPIPS; each page's own picker (``svb_successors``,
+  ``lab_successors``, ``conv_successors``) reads and writes it, so the choice follows the user.
 """
 
 from __future__ import annotations
@@ -20,6 +23,17 @@ import streamlit as st
 
 import ui
 from lpips_core.distortions import chain
+
+#: The successor metrics a page can add beside LPIPS: id → (metric, net) of ``metric_registry``.
+SUCCESSORS: dict[str, tuple[str, str]] = {
+    "stlpips-alex": ("stlpips", "alex"),
+    "stlpips-vgg": ("stlpips", "vgg"),
+    "dists-vgg": ("dists", "vgg"),
+}
+#: On by default on a CPU: ST-LPIPS · AlexNet alone (the paper's main model, and cheap: about
+#: 4 s for the Shift-vs-blur sweeps at 256 px on 2 cores, where ST-LPIPS · VGG16 takes about 15 s
+#: and DISTS about 10 s). On a GPU every successor is on.
+CPU_SUCCESSORS: tuple[str, ...] = ("stlpips-alex",)
 
 #: The distortion the Conventions and Inside-a-layer pages use when the lab has none.
 DEFAULT_CHAIN: list[tuple[str, dict[str, Any]]] = [("gaussian_blur", {"sigma": 1.5, "boundary": "reflect"})]
@@ -90,3 +104,56 @@ def verdict(metric: str, shifted: float, blurred: float, *, higher_is_better: bo
     if lo <= 0:
         return f"{metric} calls the {closer} copy identical to the reference"
     return f"{metric} calls the {closer} copy {hi / lo:.1f}× closer"
+
+
+# --------------------------------------------------------------------------- successor metrics
+def default_successors(device: str) -> list[str]:
+    """The successors on by default: :data:`CPU_SUCCESSORS` on a CPU, all of them elsewhere."""
+    return list(CPU_SUCCESSORS) if str(device) == "cpu" else list(SUCCESSORS)
+
+
+def successor_label(sid: str) -> str:
+    """``"ST-LPIPS · AlexNet"`` for ``"stlpips-alex"``."""
+    return ui.metric_label(*SUCCESSORS[sid])
+
+
+def successor_picker(key: str) -> list[str]:
+    """The "Successor metrics" multiselect (widget ``key``), shared across pages; returns the chosen ids.
+
+    The choice lives in ``st.session_state["successors"]`` (default :func:`default_successors`
+    for the device), so it survives switching pages although each page has its own widget.
+    """
+    ss = st.session_state
+    device = ui.app_config().device
+    if "successors" not in ss:
+        ss["successors"] = default_successors(device)
+    ss[key] = [sid for sid in ss["successors"] if sid in SUCCESSORS]
+
+    def _keep() -> None:
+        ss["successors"] = list(ss[key])
+
+    def _label(sid: str) -> str:
+        ok, _ = ui.metric_status(*SUCCESSORS[sid])
+        return successor_label(sid) + ("" if ok else " (unavailable)")
+
+    st.multiselect(
+        "Successor metrics", list(SUCCESSORS), key=key, on_change=_keep, format_func=_label,
+        help="Shift-tolerant LPIPS (Ghildyal and Liu, 2022) and DISTS (Ding et al., 2022), on the same "
+             "pair. The choice is shared by the Shift vs blur, Distortion lab and Conventions pages.",
+    )
+    if device == "cpu":
+        st.caption("On a CPU only ST-LPIPS · AlexNet is on by default: each VGG-based successor adds about "
+                   "10–15 s to a page's first run here (results are cached after); on a GPU all are on.")
+    else:
+        st.caption(f"On this {_device_word(device)} every successor is on by default; results are cached.")
+    return list(ss[key])
+
+
+def _device_word(device: str) -> str:
+    return "GPU" if str(device).startswith("cuda") else str(device).upper()
+
+
+def successor_models(chosen: Sequence[str], *, quiet: bool = False) -> dict[str, Any]:
+    """``id → model`` for the chosen successors; ``None`` for one whose weights are unavailable
+    (after a warning with the reason and the fix, unless ``quiet``)."""
+    return {sid: ui.get_metric_model(*SUCCESSORS[sid], quiet=quiet) for sid in chosen}

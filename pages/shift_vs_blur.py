@@ -10,8 +10,8 @@ import pagekit
 import ui
 from lpips_core import metrics, synth
 from lpips_core.distortions import gaussian_blur, kernel_blur, shift
-from lpips_core.figures.lessons import pixel_grid, sweep_curves
-from lpips_core.sweeps import lpips_many
+from lpips_core.figures.lessons import EXTRA_ROWS, METRIC_ROWS, pixel_grid, sweep_curves
+from lpips_core.sweeps import lpips_many, metric_many
 
 SHIFTS = tuple(float(s) for s in range(9))                 # px, the shift curve's points
 SIGMAS = tuple(float(s) for s in np.arange(0.0, 3.01, 0.5))  # px, the blur curve's points
@@ -72,6 +72,26 @@ def lpips_at(ref, kind: str, value: float, grid: tuple[float, ...], net: str, mo
     return lpips_curve(ref, kind, (value,), net, cfg.version, cfg.lin, model)[0]
 
 
+@st.cache_data(show_spinner=False, max_entries=32)
+def successor_curve(ref: np.ndarray, kind: str, values: tuple[float, ...], metric: str, net: str,
+                    _model) -> list[float]:
+    """A successor metric (ST-LPIPS, DISTS) for every point of one curve, in one batch; cached by
+    the image's content, the curve, the metric and its net (the model itself is not hashed)."""
+    todo = [v for v in values if v != 0]
+    out = dict.fromkeys(values, 0.0)
+    if todo:
+        res = metric_many(_model, ref, [distorted(ref, kind, v) for v in todo], metric=metric)
+        out.update(zip(todo, (float(t) for t in res.total)))
+    return [out[v] for v in values]
+
+
+def successor_at(ref, kind: str, value: float, grid: tuple[float, ...], metric: str, net: str, model) -> float:
+    """The current slider value of a successor: off the cached curve, or one pass when off the grid."""
+    if value in grid:
+        return successor_curve(ref, kind, grid, metric, net, model)[grid.index(value)]
+    return successor_curve(ref, kind, (value,), metric, net, model)[0]
+
+
 # --------------------------------------------------------------------------- page
 st.title("Shift vs blur")
 st.markdown(
@@ -113,6 +133,8 @@ i3.image(blurred, caption=f"blurred σ = {sigma:g}", clamp=True, width="stretch"
 
 models = {net: ui.get_model(net) for net in LESSON_NETS}
 models = {net: m for net, m in models.items() if m is not None}
+chosen = pagekit.successor_picker("svb_successors")
+succ_models = {sid: m for sid, m in pagekit.successor_models(chosen).items() if m is not None}
 
 rows = {name: [classic(ref, "shift", s)[name], classic(ref, "blur", sigma)[name]]
         for name in ("MSE", "PSNR (dB)", "SSIM")}
@@ -122,6 +144,17 @@ with st.spinner("Running the sweeps through the networks (once per reference)…
     for net, m in models.items():
         rows[f"LPIPS · {ui.NET_LABELS[net]}"] = [lpips_at(ref, "shift", s, SHIFTS, net, m),
                                                  lpips_at(ref, "blur", sigma, SIGMAS, net, m)]
+succ_shift: dict[str, list[float]] = {}
+succ_blur: dict[str, list[float]] = {}
+if succ_models:
+    with st.spinner("Running the successor metrics' sweeps (once per reference)…"):
+        for sid, m in succ_models.items():
+            metric, net = pagekit.SUCCESSORS[sid]
+            name = pagekit.successor_label(sid)
+            succ_shift[name] = successor_curve(ref, "shift", SHIFTS, metric, net, m)
+            succ_blur[name] = successor_curve(ref, "blur", SIGMAS, metric, net, m)
+            rows[name] = [successor_at(ref, "shift", s, SHIFTS, metric, net, m),
+                          successor_at(ref, "blur", sigma, SIGMAS, metric, net, m)]
 
 table = pd.DataFrame({"metric": list(rows), f"shifted {s:g} px": [v[0] for v in rows.values()],
                       f"blurred σ = {sigma:g}": [v[1] for v in rows.values()]})
@@ -129,7 +162,14 @@ st.dataframe(table, hide_index=True, key="svb_current_table")
 
 parts = [pagekit.verdict("MSE", *rows["MSE"]), pagekit.verdict("SSIM", *rows["SSIM"], higher_is_better=True)]
 parts += [pagekit.verdict(name, *vals) for name, vals in rows.items() if name.startswith("LPIPS")]
+parts += [pagekit.verdict(name, *rows[name]) for name in succ_shift]
 st.markdown(f"**Verdict at a {s:g} px shift and σ = {sigma:g}:** " + "; ".join(parts) + ".")
+if succ_shift:
+    shares = [f"{name} {rows[name][0] / rows[name][1]:.0%}" for name in rows
+              if (name.startswith("LPIPS") or name in succ_shift) and rows[name][1] > 0]
+    if shares:
+        st.markdown("**The shift as a share of the blur** (the shifted copy's distance over the blurred copy's; "
+                    "the smaller, the more a metric forgives the shift): " + ", ".join(shares) + ".")
 if not models:
     st.info("No LPIPS backbone is available, so only the pixel metrics are shown.")
 
@@ -138,10 +178,19 @@ series_blur = {name: [classic(ref, "blur", v)[name] for v in SIGMAS] for name in
 for net in models:
     series_shift[f"LPIPS · {ui.NET_LABELS[net]}"] = curves_shift[net]
     series_blur[f"LPIPS · {ui.NET_LABELS[net]}"] = curves_blur[net]
+for name in succ_shift:
+    series_shift[name] = succ_shift[name]
+    series_blur[name] = succ_blur[name]
+extra_rows = tuple(r for r in EXTRA_ROWS if any(name.startswith(r) for name in succ_shift))
 st.plotly_chart(
     sweep_curves({"shift (px)": (SHIFTS, series_shift), "blur σ (px)": (SIGMAS, series_blur)},
-                 markers={"shift (px)": s, "blur σ (px)": sigma}),
+                 markers={"shift (px)": s, "blur σ (px)": sigma},
+                 rows=METRIC_ROWS + extra_rows if extra_rows else None),
     key="svb_curves",
 )
 st.caption("PSNR of an unchanged image is infinite, so its curves start at the first distorted point. "
            "Each LPIPS curve is one batch through the network; the reference's features are computed once.")
+if succ_shift:
+    st.caption("ST-LPIPS is LPIPS on an anti-aliased network retrained on the same judgments; DISTS compares "
+               "VGG16 feature statistics (texture) and correlations (structure). Each curve is one batch; an "
+               "unchanged image scores 0 without a forward pass.")
