@@ -12,8 +12,8 @@ import pagekit
 import ui
 from lpips_core import metrics
 from lpips_core.distortions import DISTORTIONS, PARAMS
-from lpips_core.figures.maps import abs_difference, map_overlay, map_png, per_layer_bars
-from lpips_core.sweeps import lpips_many
+from lpips_core.figures.maps import abs_difference, dists_stage_bars, map_overlay, map_png, per_layer_bars
+from lpips_core.sweeps import lpips_many, metric_many
 
 ss = st.session_state
 
@@ -98,6 +98,25 @@ def lab_lpips(ref: np.ndarray, dist: np.ndarray, net: str, version: str, lin: bo
             "layer_maps": r.layer_maps[0].numpy()}
 
 
+@st.cache_data(show_spinner=False, max_entries=16)
+def lab_successor(ref: np.ndarray, dist: np.ndarray, metric: str, net: str, _model) -> dict:
+    """A successor metric on the pair (cached by both images' content, the metric and its net).
+
+    ST-LPIPS: as :func:`lab_lpips` (per-layer terms and maps). DISTS: its per-stage texture and
+    structure terms (no maps).
+    """
+    if metric == "dists":
+        r = metric_many(_model, ref, [dist], metric=metric)
+        return {"total": float(r.total[0]), "texture": r.texture[0].numpy(), "structure": r.structure[0].numpy(),
+                "stage_names": tuple(r.stage_names)}
+    r = metric_many(_model, ref, [dist], metric=metric, spatial=True)
+    return {"total": float(r.total[0]), "per_layer": r.per_layer[0].numpy(), "layer_names": tuple(r.layer_names),
+            "layer_maps": r.layer_maps[0].numpy()}
+
+
+SUCCESSOR_NOTES = {"stlpips": "shift-tolerant checkpoint, inputs in [-1,1]", "dists": "inputs in [0,1]"}
+
+
 @st.cache_data(show_spinner=False, max_entries=8)
 def png_of(values: np.ndarray, image: np.ndarray, opacity: float) -> bytes:
     return map_png(values, image=image, opacity=opacity)
@@ -149,6 +168,7 @@ i3.image(diff, caption=f"|difference| × {gain:.1f}" if gain != 1 else "|differe
 
 # -- metrics for every backbone
 st.subheader("Metrics")
+chosen = pagekit.successor_picker("lab_successors")
 results: dict[str, dict] = {}
 rows = [{"metric": name, "value": value, "note": "" if math.isfinite(value) or name != "SSIM" else "image too small"}
         for name, value in classic_metrics(ref, dist).items()]
@@ -162,6 +182,18 @@ with st.spinner("LPIPS through every available backbone…"):
         results[net] = lab_lpips(ref, dist, net, cfg.version, cfg.lin, model)
         rows.append({"metric": f"LPIPS · {label}", "value": results[net]["total"],
                      "note": f"v{cfg.version}, {'lin' if cfg.lin else 'baseline'}"})
+succ_results: dict[str, dict] = {}  # successor id → lab_successor's dict
+if chosen:
+    with st.spinner("The successor metrics…"):
+        for sid, model in pagekit.successor_models(chosen).items():
+            metric, net = pagekit.SUCCESSORS[sid]
+            if model is None:
+                rows.append({"metric": pagekit.successor_label(sid), "value": float("nan"),
+                             "note": "unavailable (no weights)"})
+                continue
+            succ_results[sid] = lab_successor(ref, dist, metric, net, model)
+            rows.append({"metric": pagekit.successor_label(sid), "value": succ_results[sid]["total"],
+                         "note": SUCCESSOR_NOTES[metric]})
 table = pd.DataFrame(rows)
 st.dataframe(table, hide_index=True, key="lab_metrics",
              column_config={"value": st.column_config.NumberColumn(format="%.5f")})
@@ -172,25 +204,51 @@ csv = table.assign(chain=pagekit.chain_label(chain), reference=ref_name).to_csv(
 st.download_button("Download the metrics (CSV)", csv, file_name="lpips_metrics.csv", mime="text/csv",
                    key="lab_csv")
 
-if not results:
+layered = {sid: r for sid, r in succ_results.items() if "layer_maps" in r}  # ST-LPIPS: layers and maps
+staged = {sid: r for sid, r in succ_results.items() if "stage_names" in r}  # DISTS: stage terms
+if not results and not layered and not staged:
     st.info("No LPIPS backbone is available: the per-layer bars and maps need one.")
     st.stop()
 
 st.subheader("Where the distance comes from")
-st.plotly_chart(
-    per_layer_bars({ui.NET_LABELS[n]: (r["layer_names"], r["per_layer"]) for n, r in results.items()},
-                   title="Per-layer terms d_l, stacked: each bar's height is the LPIPS value"),
-    key="lab_layers_fig",
-)
+if results or layered:
+    bars = {ui.NET_LABELS[n]: (r["layer_names"], r["per_layer"]) for n, r in results.items()}
+    bars.update({pagekit.successor_label(sid): (r["layer_names"], r["per_layer"]) for sid, r in layered.items()})
+    st.plotly_chart(
+        per_layer_bars(bars, title="Per-layer terms d_l, stacked: each bar's height is the LPIPS value"),
+        key="lab_layers_fig",
+    )
+    if layered:
+        st.caption("ST-LPIPS has the same five layer terms as LPIPS (same recipe, anti-aliased network); its "
+                   "bar's height is the ST-LPIPS value.")
+for sid, r in staged.items():
+    st.plotly_chart(
+        dists_stage_bars(r["stage_names"], r["texture"], r["structure"], label="DISTS",
+                         title=f"{pagekit.successor_label(sid)} = {r['total']:.4f}: texture and structure terms "
+                               "per stage, all of them summed"),
+        key=f"lab_{sid.replace('-', '_')}_fig",
+    )
+    st.caption("DISTS compares whole feature maps: texture = differences of channel means, structure = loss of "
+               "correlation, per stage (stage 0 is the image itself). It has no spatial map.")
+if not results and not layered:
+    st.stop()
+
+map_sources = {**results, **layered}  # LPIPS backbones by net, ST-LPIPS by successor id
+
+
+def _map_label(key: str) -> str:
+    return ui.NET_LABELS[key] if key in ui.NET_LABELS else pagekit.successor_label(key)
+
 
 m1, m2, m3 = st.columns([1, 2, 1])
-map_net = m1.selectbox("Backbone", list(results), format_func=ui.NET_LABELS.get, key="lab_map_net")
-res = results[map_net]
+map_net = m1.selectbox("Backbone", list(map_sources), format_func=_map_label, key="lab_map_net")
+res = map_sources[map_net]
 layer = m2.radio("Map", ["summed", *res["layer_names"]], horizontal=True, key="lab_map_layer")
 opacity = m3.slider("Map opacity", 0.0, 1.0, 0.6, 0.05, key="lab_opacity")
 values = res["layer_maps"].sum(0) if layer == "summed" else res["layer_maps"][res["layer_names"].index(layer)]
-title = (f"{ui.NET_LABELS[map_net]}, {layer}: mean {values.mean():.4f} "
-         f"({'= LPIPS' if layer == 'summed' else '= d_l of this layer'})")
+metric_name = "LPIPS" if map_net in results else "ST-LPIPS"
+title = (f"{_map_label(map_net)}, {layer}: mean {values.mean():.4f} "
+         f"({'= ' + metric_name if layer == 'summed' else '= d_l of this layer'})")
 st.plotly_chart(map_overlay(dist, values, opacity=opacity, title=title), key="lab_map_fig")
 st.caption("Each layer's map is bilinearly upsampled to the image size, as the reference package does with "
            "spatial=True; the summed map's mean is the LPIPS value. Drawn over the distorted image.")
