@@ -8,10 +8,13 @@ import streamlit as st
 
 import pagekit
 import ui
+from lpips_core import metric_registry
 from lpips_core.figures.grids import conventions_heatmap
-from lpips_core.sweeps import VARIANT_NOTES, VARIANTS, conventions_grid, grid_rows
+from lpips_core.sweeps import (VARIANT_NOTES, VARIANTS, conventions_grid, grid_rows, metric_conventions_grid,
+                               metric_grid_rows)
 
 SIZES = (None, 64, 128, 224, 256)
+SUCCESSOR_SIZES = (None, 64, 256)
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
@@ -19,6 +22,13 @@ def grid_piece(ref: np.ndarray, dist: np.ndarray, net: str, size: int | None, _m
     """One backbone at one size: every variant in one batch per version (cached per piece, so the
     page can advance its progress bar between pieces)."""
     return conventions_grid(ref, dist, get_model=lambda n, v: _models.get(v), nets=(net,), sizes=(size,))
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def successor_piece(ref: np.ndarray, dist: np.ndarray, metric: str, net: str, size: int | None, _model) -> list:
+    """One successor metric at one size under every range convention, in one batch (cached by both
+    images' content, the metric, its net and the size)."""
+    return metric_conventions_grid(ref, dist, metric=metric, model=_model, sizes=(size,))
 
 
 st.title("Conventions")
@@ -41,34 +51,87 @@ skipped = [n for n in ui.NET_LABELS if not status[n][0]]
 chosen = st.multiselect("Backbones", nets, default=nets, format_func=ui.NET_LABELS.get, key="conv_nets")
 if skipped:
     st.caption("Left out (no weights on this machine): " + ", ".join(ui.NET_LABELS[n] for n in skipped) + ".")
-if not chosen:
-    st.info("Choose at least one backbone.")
-    st.stop()
 
-cells = []
-bar = st.progress(0.0, text="Scoring the grid…")
-pieces = [(net, size) for net in chosen for size in SIZES]
-for k, (net, size) in enumerate(pieces):
-    models = {"0.1": ui.get_model(net, "0.1", True, quiet=True), "0.0": ui.get_model(net, "0.0", True, quiet=True)}
-    if any(m is None for m in models.values()):
-        continue
-    bar.progress(k / len(pieces), text=f"{ui.NET_LABELS[net]} at {'native size' if size is None else f'{size}×{size}'}…")
-    cells += grid_piece(ref, dist, net, size, models)
-bar.empty()
-if not cells:
-    st.warning("No backbone could be scored.")
-    st.stop()
 
-st.plotly_chart(conventions_heatmap(cells, net_labels=ui.NET_LABELS), key="conv_heatmap")
-st.caption("Colour: log₂ of the ratio to the reference (★, white = agrees; red = larger, blue = smaller). "
-           "Each cell shows the ratio and the LPIPS value; hover for the explanation.")
+def lpips_grid() -> None:
+    """The LPIPS grid (returns early, where it used to stop the page, so the successors still show)."""
+    if not chosen:
+        st.info("Choose at least one backbone.")
+        return
 
-st.subheader("What each variant models")
-st.dataframe(pd.DataFrame({"variant": list(VARIANTS), "the mistake it models": [VARIANT_NOTES[v] for v in VARIANTS]}),
-             hide_index=True, key="conv_notes")
+    cells = []
+    bar = st.progress(0.0, text="Scoring the grid…")
+    pieces = [(net, size) for net in chosen for size in SIZES]
+    for k, (net, size) in enumerate(pieces):
+        models = {"0.1": ui.get_model(net, "0.1", True, quiet=True), "0.0": ui.get_model(net, "0.0", True, quiet=True)}
+        if any(m is None for m in models.values()):
+            continue
+        bar.progress(k / len(pieces), text=f"{ui.NET_LABELS[net]} at {'native size' if size is None else f'{size}×{size}'}…")
+        cells += grid_piece(ref, dist, net, size, models)
+    bar.empty()
+    if not cells:
+        st.warning("No backbone could be scored.")
+        return
 
-table = pd.DataFrame(grid_rows(cells))
-with st.expander("All values"):
-    st.dataframe(table, hide_index=True, key="conv_table")
-csv = table.assign(reference=ref_name, pair=source).to_csv(index=False)
-st.download_button("Download the grid (CSV)", csv, file_name="lpips_conventions.csv", mime="text/csv", key="conv_csv")
+    st.plotly_chart(conventions_heatmap(cells, net_labels=ui.NET_LABELS), key="conv_heatmap")
+    st.caption("Colour: log₂ of the ratio to the reference (★, white = agrees; red = larger, blue = smaller). "
+               "Each cell shows the ratio and the LPIPS value; hover for the explanation.")
+
+    st.subheader("What each variant models")
+    st.dataframe(pd.DataFrame({"variant": list(VARIANTS), "the mistake it models": [VARIANT_NOTES[v] for v in VARIANTS]}),
+                 hide_index=True, key="conv_notes")
+
+    table = pd.DataFrame(grid_rows(cells))
+    with st.expander("All values"):
+        st.dataframe(table, hide_index=True, key="conv_table")
+    csv = table.assign(reference=ref_name, pair=source).to_csv(index=False)
+    st.download_button("Download the grid (CSV)", csv, file_name="lpips_conventions.csv", mime="text/csv",
+                       key="conv_csv")
+
+
+def successors_grid() -> None:
+    """ST-LPIPS and DISTS: the convention each expects, and each wrong one as a ratio to the correct value."""
+    st.subheader("Successor metrics: the conventions they expect")
+    st.markdown(
+        "ST-LPIPS keeps LPIPS's contract, inputs in **[−1, 1]**; DISTS takes images in **[0, 1]**, as "
+        "torchvision's `ToTensor` gives them. Below, the same pair is fed to each under every range convention; "
+        "each cell is a ratio to that metric's correct value at the same size."
+    )
+    picked = pagekit.successor_picker("conv_successors")
+    rows = []
+    for sid in pagekit.SUCCESSORS:
+        metric, net = pagekit.SUCCESSORS[sid]
+        info = metric_registry.METRICS[metric]
+        rows.append({"metric": pagekit.successor_label(sid), "expects": metric_registry.correct_convention(metric),
+                     "paper": info.reference, "what it changes": info.summary})
+    st.dataframe(pd.DataFrame(rows), hide_index=True, key="conv_succ_expect")
+    if not picked:
+        st.info("Choose a successor metric above to see what a wrong convention does to it.")
+        return
+    models = {sid: m for sid, m in pagekit.successor_models(picked).items() if m is not None}
+    if not models:
+        return
+    cells = []
+    bar = st.progress(0.0, text="Scoring the successor metrics…")
+    pieces = [(sid, size) for sid in models for size in SUCCESSOR_SIZES]
+    for k, (sid, size) in enumerate(pieces):
+        metric, net = pagekit.SUCCESSORS[sid]
+        bar.progress(k / len(pieces), text=f"{pagekit.successor_label(sid)} at "
+                                            f"{'native size' if size is None else f'{size}×{size}'}…")
+        cells += successor_piece(ref, dist, metric, net, size, models[sid])
+    bar.empty()
+    labels = {sid: pagekit.successor_label(sid) for sid in models}
+    st.plotly_chart(conventions_heatmap(cells, net_labels=labels, value_name="distance"), key="conv_succ_heatmap")
+    st.caption("★ marks each metric's correct convention. Colour: log₂ of the ratio to it (white = agrees; "
+               "red = larger, blue = smaller); hover for what the mistake models.")
+    table = pd.DataFrame(metric_grid_rows(cells))
+    table["metric"] = table["metric"].map(labels)
+    with st.expander("All successor values"):
+        st.dataframe(table, hide_index=True, key="conv_succ_table")
+    csv = table.assign(reference=ref_name, pair=source).to_csv(index=False)
+    st.download_button("Download the successor grid (CSV)", csv, file_name="successor_conventions.csv",
+                       mime="text/csv", key="conv_succ_csv")
+
+
+lpips_grid()
+successors_grid()
