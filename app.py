@@ -11,12 +11,12 @@ import ui
 st.set_page_config(page_title="LPIPS Explorer", page_icon=":material/compare:", layout="wide")
 
 PAGES = [
-    st.Page("pages/shift_vs_blur.py", title="Shift vs blur", icon=":material/school:", default=True),
-    st.Page("pages/distortion_lab.py", title="Distortion lab", icon=":material/science:"),
-    st.Page("pages/conventions.py", title="Conventions", icon=":material/rule:"),
-    st.Page("pages/inside_a_layer.py", title="Inside a layer", icon=":material/layers:"),
-    st.Page("pages/debug_a_score.py", title="Debug a score", icon=":material/bug_report:"),
-    st.Page("pages/calibration_lab.py", title="Calibration lab", icon=":material/tune:"),
+    st.Page("app_pages/shift_vs_blur.py", title="Shift vs blur", icon=":material/school:", default=True),
+    st.Page("app_pages/distortion_lab.py", title="Distortion lab", icon=":material/science:"),
+    st.Page("app_pages/conventions.py", title="Conventions", icon=":material/rule:"),
+    st.Page("app_pages/inside_a_layer.py", title="Inside a layer", icon=":material/layers:"),
+    st.Page("app_pages/debug_a_score.py", title="Debug a score", icon=":material/bug_report:"),
+    st.Page("app_pages/calibration_lab.py", title="Calibration lab", icon=":material/tune:"),
 ]
 
 page = st.navigation(PAGES)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from typing import Any, Sequence
 
 import numpy as np
@@ -38,12 +37,7 @@ CPU_SUCCESSORS: tuple[str, ...] = ("stlpips-alex",)
 #: The distortion the Conventions and Inside-a-layer pages use when the lab has none.
 DEFAULT_CHAIN: list[tuple[str, dict[str, Any]]] = [("gaussian_blur", {"sigma": 1.5, "boundary": "reflect"})]
 
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()<>#+\-.!|~$])")
-
-
-def md_escape(text: str) -> str:
-    """Escape Markdown (and HTML) syntax so user-controlled text renders literally."""
-    return _MD_SPECIAL.sub(r"\\\1", str(text))
+md_escape = ui.md_escape  # one definition, in ui (which pagekit imports)
 
 
 def chain_key(steps: Sequence[tuple[str, dict[str, Any]]]) -> str:

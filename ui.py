@@ -1,6 +1,6 @@
 """Streamlit helpers shared by the pages: sidebar configuration, cached models, the reference image.
 
-The only UI module besides ``app.py`` and ``pages/``. It reads widgets and session state and
+The only UI module besides ``app.py`` and ``app_pages/``. It reads widgets and session state and
 returns plain values; all computation happens in ``lpips_core``.
 
 Session state it owns:
@@ -18,6 +18,7 @@ models; which of them the pages compute is ``pagekit``'s ``successors`` state.
 from __future__ import annotations
 
 import html
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -82,7 +83,7 @@ def get_model(net: str | None = None, version: str | None = None, lin: bool | No
         return _load_model(net, version, lin, cfg.device)
     except WeightsUnavailable as exc:
         if not quiet:
-            st.warning(f"**{NET_LABELS[net]} is unavailable.** {exc}", icon=":material/cloud_off:")
+            st.warning(f"**{NET_LABELS[net]} is unavailable.** {md_escape(exc)}", icon=":material/cloud_off:")
         return None
 
 
@@ -118,10 +119,13 @@ def _load_metric_model(metric: str, net: str, device: str):
     return model
 
 
-def _md_escape(text: str) -> str:
-    import pagekit  # lazy: pagekit imports this module
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()<>#+\-.!|~$])")
 
-    return pagekit.md_escape(text)
+
+def md_escape(text: str) -> str:
+    """Escape Markdown (and HTML) syntax so user-controlled text (file names, loader messages)
+    renders literally wherever Streamlit interprets Markdown."""
+    return _MD_SPECIAL.sub(r"\\\1", str(text))
 
 
 def get_metric_model(metric: str, net: str | None = None, *, quiet: bool = False):
@@ -145,7 +149,7 @@ def get_metric_model(metric: str, net: str | None = None, *, quiet: bool = False
         except (ValueError, OSError, RuntimeError) as exc:  # a damaged or foreign checkpoint
             why = f"its weights could not be read: {exc}"
     if not quiet:
-        st.warning(f"**{label} is unavailable.** {_md_escape(why)}", icon=":material/cloud_off:")
+        st.warning(f"**{label} is unavailable.** {md_escape(why)}", icon=":material/cloud_off:")
     return None
 
 
@@ -256,7 +260,7 @@ def reference_picker() -> None:
                     ss["ref_upload_error"] = None
                     _set_reference(loaded.array, f"upload: {up.name}", notices=loaded.notices)
             if ss.get("ref_upload_error"):
-                st.error(ss["ref_upload_error"])
+                st.error(md_escape(ss["ref_upload_error"]))
     else:
         kind = st.selectbox("Pattern", SYNTHETIC, key="ref_synth_kind")
         size = st.select_slider("Side (px)", [64, 96, 128, 192, 256], value=128, key="ref_synth_size")
@@ -267,7 +271,7 @@ def reference_picker() -> None:
         if ss.get("ref_name") != label:
             _set_reference(array, label, notices=())
     for notice in ss.get("ref_notices", ()):
-        st.caption(notice)
+        st.caption(md_escape(notice))
     st.image(ss["ref_image"], caption=ss["ref_name"], clamp=True)
 
 

@@ -51,28 +51,6 @@ def reference_lpips(net: str, version: str, lin: bool, features_state_dict: dict
 
 
 # --------------------------------------------------------------------------- Streamlit AppTest
-def _keep_navigation_pages_in_apptest() -> None:
-    """AppTest (Streamlit 1.67) resets ``PagesManager.uses_pages_directory`` before every run, so
-    with a ``pages/`` folder beside ``app.py`` a rerun executes the page file alone, skipping
-    ``app.py`` and its ``st.navigation``. The real server sets the flag to False once
-    ``st.navigation`` is used and keeps it; this does the same for the test harness."""
-    from streamlit.runtime.pages_manager import PagesManager
-
-    if getattr(PagesManager.__init__, "_lpips_patched", False):
-        return
-    original = PagesManager.__init__
-
-    def __init__(self, *args, **kwargs):
-        original(self, *args, **kwargs)
-        PagesManager.uses_pages_directory = False
-
-    __init__._lpips_patched = True
-    PagesManager.__init__ = __init__
-
-
-_keep_navigation_pages_in_apptest()
-
-
 @pytest.fixture
 def app():
     """A fresh ``AppTest`` of ``app.py`` (not yet run), with a timeout fit for CPU inference."""

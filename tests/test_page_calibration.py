@@ -8,7 +8,7 @@ import numpy as np
 from lpips_core import calibration as C
 from lpips_core import weights
 
-PAGE = "pages/calibration_lab.py"
+PAGE = "app_pages/calibration_lab.py"
 
 
 def _open(app):

@@ -88,7 +88,7 @@ def test_shift_vs_blur(app, models):
 # --------------------------------------------------------------------------- distortion lab
 def test_distortion_lab(app, models):
     at = _ok(app.run())
-    _ok(at.switch_page("pages/distortion_lab.py").run())
+    _ok(at.switch_page("app_pages/distortion_lab.py").run())
     ref = at.session_state["ref_image"]
     alex = models("alex")
     table = _frame(at, "note")
@@ -120,7 +120,7 @@ def test_distortion_lab(app, models):
 # --------------------------------------------------------------------------- conventions
 def test_conventions(app, models):
     at = _ok(app.run())
-    _ok(at.switch_page("pages/conventions.py").run())
+    _ok(at.switch_page("app_pages/conventions.py").run())
     assert any("default distortion" in c.value for c in at.caption)
     ref = at.session_state["ref_image"]
     dist = gaussian_blur(ref, 1.5, boundary="reflect")
@@ -142,7 +142,7 @@ def test_conventions(app, models):
 # --------------------------------------------------------------------------- inside a layer
 def test_inside_a_layer(app, models):
     at = _ok(app.run())
-    _ok(at.switch_page("pages/inside_a_layer.py").run())
+    _ok(at.switch_page("app_pages/inside_a_layer.py").run())
     toy = _frame(at, "weighted")
     assert _row(toy, "position", "bottom right")["weighted"] == pytest.approx(1.36)
     assert _row(toy, "position", "centre")["weighted"] == pytest.approx(0.344, abs=5e-4)
@@ -178,7 +178,7 @@ def _metric(at, prefix: str) -> float:
 
 def test_debug_a_score_demo(app, models):
     at = _ok(app.run())
-    _ok(at.switch_page("pages/debug_a_score.py").run())
+    _ok(at.switch_page("app_pages/debug_a_score.py").run())
     ref_png = image_to_png_bytes(at.session_state["ref_image"])
     base = load_image(io.BytesIO(ref_png), max_side=256, min_side=31).array
     alex = models("alex")
@@ -194,7 +194,7 @@ def test_debug_a_score_demo(app, models):
 
 def test_debug_a_score_uploads(app, models):
     at = _ok(app.run())
-    _ok(at.switch_page("pages/debug_a_score.py").run())
+    _ok(at.switch_page("app_pages/debug_a_score.py").run())
     rng = np.random.default_rng(0)
     ref = gaussian_blur(rng.random((96, 128, 3)).astype(np.float32), 1.0)
     test = gaussian_blur(ref, 1.2)[8:88, 10:118]  # a smaller, cropped copy
@@ -220,8 +220,8 @@ def test_debug_a_score_uploads(app, models):
 
 
 # --------------------------------------------------------------------------- configurations
-PAGES = ["pages/shift_vs_blur.py", "pages/distortion_lab.py", "pages/conventions.py", "pages/inside_a_layer.py",
-         "pages/debug_a_score.py"]
+PAGES = ["app_pages/shift_vs_blur.py", "app_pages/distortion_lab.py", "app_pages/conventions.py", "app_pages/inside_a_layer.py",
+         "app_pages/debug_a_score.py"]
 
 
 def test_pages_survive_an_unavailable_backbone(app):
@@ -236,7 +236,7 @@ def test_pages_survive_an_unavailable_backbone(app):
         _ok(at.switch_page(page).run())
     assert at.title[0].value == "Debug a score"
     assert any("unavailable" in w.value for w in at.warning)
-    _ok(at.switch_page("pages/inside_a_layer.py").run())
+    _ok(at.switch_page("app_pages/inside_a_layer.py").run())
     assert any("available backbone" in i.value for i in at.info)
 
 
@@ -246,14 +246,14 @@ def test_baseline_version_00_numbers(app, models):
     at.session_state["version"] = "0.0"
     at.session_state["lin"] = False
     _ok(at.run())
-    _ok(at.switch_page("pages/distortion_lab.py").run())
+    _ok(at.switch_page("app_pages/distortion_lab.py").run())
     ref = at.session_state["ref_image"]
     base = models("alex", "0.0", False)
     table = _frame(at, "note")
     row = _row(table, "metric", "LPIPS · AlexNet")
     assert row["note"] == "v0.0, baseline"
     assert row["value"] == pytest.approx(_lpips(base, ref, gaussian_blur(ref, 1.0)), rel=1e-5)
-    _ok(at.switch_page("pages/inside_a_layer.py").run())
+    _ok(at.switch_page("app_pages/inside_a_layer.py").run())
     summary = _frame(at, "share of LPIPS")
     res = lpips_many(base, ref, [chain(ref, at.session_state["lab_chain"])])
     assert summary["d_l"].iloc[0] == pytest.approx(float(res.per_layer[0, 1]), rel=1e-5)

@@ -152,7 +152,7 @@ def test_distortion_lab_successors(app, metric_model, monkeypatch):
 
     monkeypatch.setattr(streamlit, "download_button", recording)
     at = _start(app, ["stlpips-alex"])
-    _ok(at.switch_page("pages/distortion_lab.py").run())
+    _ok(at.switch_page("app_pages/distortion_lab.py").run())
     assert at.multiselect(key="lab_successors").value == ["stlpips-alex"]  # the choice followed the user
     _ok(at.multiselect(key="lab_successors").set_value(ALL).run())
     _ok(at.slider(key="lab_0_sigma").set_value(2.0).run())
@@ -199,7 +199,7 @@ def test_distortion_lab_successors(app, metric_model, monkeypatch):
 # --------------------------------------------------------------------------- conventions
 def test_conventions_successors(app, metric_model):
     at = _start(app, ["dists-vgg"])
-    _ok(at.switch_page("pages/conventions.py").run())
+    _ok(at.switch_page("app_pages/conventions.py").run())
     expect = _frame(at, "expects")
     assert _row(expect, "metric", "ST-LPIPS · AlexNet")["expects"] == "[-1,1]"
     assert _row(expect, "metric", "DISTS · VGG16")["expects"] == "[0,1]"
@@ -248,8 +248,8 @@ def test_a_missing_checkpoint_is_a_message_not_a_traceback(app, no_stlpips_check
     assert "ST-LPIPS · AlexNet" not in set(_frame(at, "metric")["metric"])
     _row(_frame(at, "metric"), "metric", "LPIPS · AlexNet")  # everything else keeps working
     assert "ST-LPIPS · AlexNet (unavailable)" in at.multiselect(key="svb_successors").options
-    _ok(at.switch_page("pages/distortion_lab.py").run())
+    _ok(at.switch_page("app_pages/distortion_lab.py").run())
     row = _row(_frame(at, "note"), "metric", "ST-LPIPS · AlexNet")
     assert np.isnan(row["value"]) and row["note"] == "unavailable (no weights)"
-    _ok(at.switch_page("pages/conventions.py").run())
+    _ok(at.switch_page("app_pages/conventions.py").run())
     assert any("ST-LPIPS · AlexNet is unavailable" in w.value for w in at.warning)

@@ -1,7 +1,7 @@
 """What the pages should show, recomputed with ``lpips_core`` in the test process.
 
 The Distortion lab starts with one step, ``gaussian_blur`` at its ``ParamSpec`` defaults
-(``pages/distortion_lab.py``: ``_init``/``_defaults``), applied to the sidebar's reference by
+(``app_pages/distortion_lab.py``: ``_init``/``_defaults``), applied to the sidebar's reference by
 ``pagekit.apply_chain`` (``lpips_core.distortions.chain``, then float32). The default reference is
 the sample photo ``chelsea`` loaded by ``lpips_core.images.load_image(max_side=256)``
 (``ui.init_state``/``ui._sample``); uploads go through ``load_image(max_side=256, min_side=64)``
