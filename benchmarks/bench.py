@@ -16,7 +16,8 @@ Cases (same inputs, same device, same backbone weights for both):
   batches them. No LPIPS implementation can beat it.
 
 Every case first checks that both give the same numbers (1e-5 absolute), then times medians over
-``--repeat`` runs. ``speedup = reference_s / ours_s`` and ``over_floor = ours_s / floor_s``.
+``--repeat`` rounds in which reference, ours and floor run in turn (interleaved, so that the
+machine's slow spells hit all three alike). ``speedup = reference_s / ours_s`` and ``over_floor = ours_s / floor_s``.
 Peak memory: CUDA's max allocated bytes per run on a GPU; on the CPU the peak resident set
 sampled every millisecond during the run, minus the resident set before it.
 
@@ -99,30 +100,33 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize()
 
 
-def measure(fn: Callable[[], object], device: torch.device, repeat: int) -> tuple[float, float]:
-    """(median seconds, peak MB) of ``fn`` after one warm-up run."""
-    fn()
-    _sync(device)
-    times = []
-    for _ in range(repeat):
-        _sync(device)
-        t0 = time.perf_counter()
-        fn()
-        _sync(device)
-        times.append(time.perf_counter() - t0)
+def measure(fns: dict[str, Callable[[], object]], device: torch.device, repeat: int) -> dict[str, tuple[float, float]]:
+    """Per function: (median seconds, peak MB). The functions run interleaved, one run of each per
+    round after a warm-up round, so a slow spell of the machine hits all of them alike."""
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for round_ in range(repeat + 1):
+        for name, fn in fns.items():
+            _sync(device)
+            t0 = time.perf_counter()
+            fn()
+            _sync(device)
+            if round_:
+                times[name].append(time.perf_counter() - t0)
+    return {name: (statistics.median(times[name]), _peak_mb(fn, device)) for name, fn in fns.items()}
+
+
+def _peak_mb(fn: Callable[[], object], device: torch.device) -> float:
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats()
         before = torch.cuda.memory_allocated()
         fn()
         _sync(device)
-        peak = (torch.cuda.max_memory_allocated() - before) / 2**20
-    elif Path("/proc/self/statm").exists():
+        return (torch.cuda.max_memory_allocated() - before) / 2**20
+    if Path("/proc/self/statm").exists():
         with _PeakSampler() as s:
             fn()
-        peak = s.mb
-    else:
-        peak = float("nan")
-    return statistics.median(times), peak
+        return s.mb
+    return float("nan")
 
 
 # --------------------------------------------------------------------------- inputs
@@ -231,9 +235,8 @@ def grid_case(net, ours_by_version, refs, device, repeat) -> Case:
 def _case(name, diff, run_ref, run_ours, run_floor, device, repeat) -> Case:
     if not diff <= TOL:
         raise SystemExit(f"{name}: ours and the reference differ by {diff:.2e} > {TOL:g}; not timing")
-    ref_s, ref_mb = measure(run_ref, device, repeat)
-    ours_s, ours_mb = measure(run_ours, device, repeat)
-    floor_s, floor_mb = measure(run_floor, device, repeat)
+    m = measure({"reference": run_ref, "ours": run_ours, "floor": run_floor}, device, repeat)
+    (ref_s, ref_mb), (ours_s, ours_mb), (floor_s, floor_mb) = m["reference"], m["ours"], m["floor"]
     return Case(name, ref_s, ours_s, floor_s, ref_s / ours_s, ours_s / floor_s, diff, ref_mb, ours_mb, floor_mb)
 
 
@@ -241,7 +244,7 @@ def _case(name, diff, run_ref, run_ours, run_floor, device, repeat) -> Case:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--device", default="cpu")
-    p.add_argument("--repeat", type=int, default=5, help="timed runs per measurement (median)")
+    p.add_argument("--repeat", type=int, default=7, help="timed rounds per case (median)")
     p.add_argument("--nets", default="alex,vgg")
     p.add_argument("--quick", action="store_true", help="pairs at 64 and 256 only, 3 repeats")
     p.add_argument("--only", default="", help="comma-separated case-name prefixes to run")

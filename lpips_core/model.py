@@ -54,14 +54,15 @@ def unit_normalize(f: torch.Tensor, eps: float = EPS) -> torch.Tensor:
     return f / (f.pow(2).sum(1, keepdim=True).sqrt() + eps)
 
 
-def _unit_normalize_(f: torch.Tensor, eps: float = EPS) -> torch.Tensor:
-    """In-place :func:`unit_normalize` for tensors nobody else holds (saves two full-size temporaries)."""
-    return f.div_(torch.linalg.vector_norm(f, dim=1, keepdim=True).add_(eps))
+def _unit_normalize_(f: torch.Tensor) -> torch.Tensor:
+    """In-place :func:`unit_normalize` (times the reciprocal of ``‖f‖ + ε``), for tensors nobody
+    else holds. Every internal path normalises this way, so identical inputs give bitwise
+    identical features and a distance of exactly 0."""
+    return f.mul_(f.pow(2).sum(1, keepdim=True).sqrt_().add_(EPS).reciprocal_())
 
 
 def layer_term_maps(
-    fx: Sequence[torch.Tensor], fy: Sequence[torch.Tensor], weights: Sequence[torch.Tensor] | None,
-    *, consume_y: bool = False,
+    fx: Sequence[torch.Tensor], fy: Sequence[torch.Tensor], weights: Sequence[torch.Tensor] | None
 ) -> list[torch.Tensor]:
     """Eq. 1's per-position terms for each layer, before the spatial mean.
 
@@ -71,24 +72,28 @@ def layer_term_maps(
         weights: per layer a ``(C_l,)`` tensor of non-negative weights on the squared channel
             differences, or ``None`` for the uncalibrated sum over channels (``v = 1``).
 
-        consume_y: overwrite ``fy``'s tensors with the differences instead of allocating new
-            ones (only for features nobody reads afterwards, and only when ``fy`` has the full
-            batch).
-
     Returns:
         One ``(N, 1, H_l, W_l)`` map per layer; its spatial mean is the layer's term ``d_l``.
     """
-    out = []
-    for i, (a, b) in enumerate(zip(fx, fy)):
-        if consume_y and b.shape[0] >= a.shape[0]:
-            d2 = b.sub_(a).square_()
-        else:
-            d2 = (a - b).square_()
-        if weights is None:
-            out.append(d2.sum(1, keepdim=True))
-        else:
-            out.append(F.conv2d(d2, weights[i].to(d2).view(1, -1, 1, 1)))
-    return out
+    return [_weighted_sum(_difference(a, b, raw_b=False).square_(), weights, i) for i, (a, b) in enumerate(zip(fx, fy))]
+
+
+def _difference(a_hat: torch.Tensor, b: torch.Tensor, *, raw_b: bool) -> torch.Tensor:
+    """``±(â − b̂)`` for one layer (it is squared next). With ``raw_b`` the features ``b`` are
+    transient and not normalised yet: they are normalised and differenced in place, without
+    allocating full-size temporaries."""
+    if not raw_b:
+        return a_hat - b
+    if b.shape[0] >= a_hat.shape[0]:
+        return _unit_normalize_(b).sub_(a_hat)
+    return a_hat - _unit_normalize_(b.clone())
+
+
+def _weighted_sum(d2: torch.Tensor, weights: Sequence[torch.Tensor] | None, layer: int) -> torch.Tensor:
+    """``Σ_c v_c d2_c`` per position: ``(N, C, H, W)`` → ``(N, 1, H, W)``."""
+    if weights is None:
+        return d2.sum(1, keepdim=True)
+    return F.conv2d(d2, weights[layer].to(d2).view(1, -1, 1, 1))
 
 
 def check_input(x: torch.Tensor, device: torch.device, *, name: str = "x", value_range: str = "[-1,1]") -> torch.Tensor:
@@ -266,16 +271,8 @@ class LPIPS(nn.Module):
     def _check_input(self, x: torch.Tensor, name: str = "x") -> torch.Tensor:
         return check_input(x, self.device, name=name, value_range=self.input_range)
 
-    @torch.inference_mode()
-    def features(self, x: torch.Tensor) -> Features:
-        """Run ``x`` (``(N, 3, H, W)`` float in ``[-1, 1]``) through the backbone once.
-
-        Returns the unit-normalised taps, reusable with :meth:`compare_features` against any
-        number of other images of the same size.
-
-        Raises:
-            ValueError: wrong shape, or an image too small for this backbone.
-        """
+    def _taps(self, x: torch.Tensor) -> tuple[list[torch.Tensor], tuple[int, int]]:
+        """Validated input → the backbone's raw (not yet normalised) taps and the input size."""
         x = self._check_input(x)
         if self._scaling:
             x = (x - self.shift) / self.scale
@@ -287,7 +284,20 @@ class LPIPS(nn.Module):
                     f"an input of {x.shape[-2]}×{x.shape[-1]} px is too small for the {self._label} backbone: {exc}"
                 ) from exc
             raise
-        return Features(tuple(_unit_normalize_(t) for t in taps), (x.shape[-2], x.shape[-1]), self.net, self.version)
+        return list(taps), (x.shape[-2], x.shape[-1])
+
+    @torch.inference_mode()
+    def features(self, x: torch.Tensor) -> Features:
+        """Run ``x`` (``(N, 3, H, W)`` float in ``[-1, 1]``) through the backbone once.
+
+        Returns the unit-normalised taps, reusable with :meth:`compare_features` against any
+        number of other images of the same size.
+
+        Raises:
+            ValueError: wrong shape, or an image too small for this backbone.
+        """
+        taps, size = self._taps(x)
+        return Features(tuple(_unit_normalize_(t) for t in taps), size, self.net, self.version)
 
     @torch.inference_mode()
     def reference_features(self, x: torch.Tensor) -> Features:
@@ -328,18 +338,32 @@ class LPIPS(nn.Module):
         Args:
             spatial: also return the per-layer maps upsampled to the input size.
         """
-        return self._compare(fx, fy, spatial=spatial, consume_y=False)
-
-    def _compare(self, fx: Features, fy: Features, *, spatial: bool, consume_y: bool) -> LPIPSResult:
         self._check_pair(fx, fy)
-        maps = layer_term_maps(fx.maps, fy.maps, self.channel_weights, consume_y=consume_y)
-        per_layer = torch.cat([m.mean((2, 3)) for m in maps], 1)
-        layer_maps = None
-        if spatial:
-            layer_maps = torch.cat(
-                [F.interpolate(m, size=fx.input_size, mode="bilinear", align_corners=False) for m in maps], 1
-            ).cpu()
-        return LPIPSResult(per_layer.sum(1).cpu(), per_layer.cpu(), layer_maps, self.layer_names)
+        return self._result(*self._terms(fx.maps, fy.maps, raw_y=False, spatial=spatial, size=fx.input_size))
+
+    def _terms(self, fx: Sequence[torch.Tensor], fy: Sequence[torch.Tensor], *, raw_y: bool, spatial: bool,
+               size: tuple[int, int]) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Per-layer terms ``(N, L)`` and, if ``spatial``, the upsampled maps ``(N, L, H, W)``, on the device.
+
+        Without maps, each layer's term is ``Σ_c v_c · mean_hw(Δ_c²)``: the same number as the
+        mean of the weighted map (the sums commute) without building the map.
+        """
+        weights = self.channel_weights
+        per_layer, maps = [], []
+        for i, (a, b) in enumerate(zip(fx, fy)):
+            d2 = _difference(a, b, raw_b=raw_y).square_()
+            if spatial:
+                m = _weighted_sum(d2, weights, i)
+                per_layer.append(m.mean((2, 3)))
+                maps.append(F.interpolate(m, size=size, mode="bilinear", align_corners=False))
+            else:
+                ch = d2.mean((2, 3))
+                per_layer.append((ch.sum(1) if weights is None else ch @ weights[i]).unsqueeze(1))
+        return torch.cat(per_layer, 1), (torch.cat(maps, 1) if spatial else None)
+
+    def _result(self, per_layer: torch.Tensor, maps: torch.Tensor | None) -> LPIPSResult:
+        return LPIPSResult(per_layer.sum(1).cpu(), per_layer.cpu(), None if maps is None else maps.cpu(),
+                           self.layer_names)
 
     @torch.inference_mode()
     def channel_terms(self, fx: Features, fy: Features) -> list[torch.Tensor]:
@@ -348,7 +372,28 @@ class LPIPS(nn.Module):
         ``d_l = Σ_c v_{l,c} · channel_terms[l][:, c]`` (``v = 1`` for the baseline).
         """
         self._check_pair(fx, fy)
-        return [(a - b).pow_(2).mean((2, 3)).cpu() for a, b in zip(fx.maps, fy.maps)]
+        return [(a - b).square_().mean((2, 3)).cpu() for a, b in zip(fx.maps, fy.maps)]
+
+    @torch.inference_mode()
+    def pair_channel_terms(self, x: torch.Tensor, y: torch.Tensor) -> list[torch.Tensor]:
+        """:meth:`channel_terms` straight from inputs ``(N, 3, H, W)`` in ``[-1, 1]`` (one backbone
+        batch): lin and baseline distances of the same pairs from one pass (the Conventions grid)."""
+        fx, fy, _ = self._pair_taps(x, y)
+        return [_difference(a, b, raw_b=True).square_().mean((2, 3)).cpu() for a, b in zip(fx, fy)]
+
+    def _pair_taps(self, x: torch.Tensor, y: torch.Tensor):
+        """Normalised taps of ``x``, raw taps of ``y`` (normalised later, fused), the input size."""
+        x, y = self._check_input(x, "x"), self._check_input(y, "y")
+        if x.shape[-2:] != y.shape[-2:]:
+            raise ValueError(f"x and y must have the same size, got {tuple(x.shape)} and {tuple(y.shape)}")
+        if x.shape[0] != y.shape[0]:
+            if 1 not in (x.shape[0], y.shape[0]):
+                raise ValueError(f"batch sizes {x.shape[0]} and {y.shape[0]} do not broadcast")
+            taps_y, size = self._taps(y)
+            return list(self.features(x).maps), taps_y, size
+        taps, size = self._taps(torch.cat([x, y]))
+        n = x.shape[0]
+        return [_unit_normalize_(t[:n]) for t in taps], [t[n:] for t in taps], size
 
     @torch.inference_mode()
     def compare(self, x: torch.Tensor, y: torch.Tensor, *, spatial: bool = True) -> LPIPSResult:
@@ -356,17 +401,8 @@ class LPIPS(nn.Module):
 
         Both go through the backbone in one batch when their shapes are equal.
         """
-        fx, fy = self._pair_features(x, y)
-        return self._compare(fx, fy, spatial=spatial, consume_y=True)
-
-    def _pair_features(self, x: torch.Tensor, y: torch.Tensor) -> tuple[Features, Features]:
-        x, y = self._check_input(x, "x"), self._check_input(y, "y")
-        if x.shape[-2:] != y.shape[-2:]:
-            raise ValueError(f"x and y must have the same size, got {tuple(x.shape)} and {tuple(y.shape)}")
-        if x.shape[0] != y.shape[0]:
-            return self.features(x), self.features(y)
-        both = self.features(torch.cat([x, y]))
-        return both[: x.shape[0]], both[x.shape[0]:]
+        fx, fy, size = self._pair_taps(x, y)
+        return self._result(*self._terms(fx, fy, raw_y=True, spatial=spatial, size=size))
 
     @torch.inference_mode()
     def compare_batch(
@@ -385,12 +421,15 @@ class LPIPS(nn.Module):
             raise ValueError(f"others must match the reference size {tuple(reference.shape[-2:])}, got {tuple(others.shape)}")
         if chunk is None:
             chunk = max(1, (1 << 20) // (others.shape[-2] * others.shape[-1]))
-        parts = [self._compare(fr, self.features(o), spatial=spatial, consume_y=True) for o in others.split(chunk)]
+        parts = []
+        for o in others.split(chunk):
+            taps, size = self._taps(o)
+            parts.append(self._result(*self._terms(fr.maps, taps, raw_y=True, spatial=spatial, size=size)))
         return parts[0] if len(parts) == 1 else LPIPSResult.cat(parts)
 
     @torch.inference_mode()
     def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """``(N,)`` distances, on the model's device: the reference ``LPIPS(...)(x, y)``, ``normalize=False``."""
-        fx, fy = self._pair_features(x, y)
-        maps = layer_term_maps(fx.maps, fy.maps, self.channel_weights, consume_y=True)
-        return torch.stack([m.mean((1, 2, 3)) for m in maps], 1).sum(1)
+        fx, fy, size = self._pair_taps(x, y)
+        per_layer, _ = self._terms(fx, fy, raw_y=True, spatial=False, size=size)
+        return per_layer.sum(1)

@@ -23,9 +23,9 @@ import numpy as np
 import torch
 
 from . import metric_registry
-from .conventions import CONVENTIONS, to_input
+from .conventions import CONVENTIONS, apply_convention, resize, to_gray, to_input, to_tensor
 from .dists import DISTS, DISTSFeatures, DISTSResult
-from .model import LPIPS, LPIPSResult, layer_term_maps
+from .model import LPIPS, LPIPSResult
 from .stlpips import STLPIPS
 
 __all__ = [
@@ -344,16 +344,17 @@ def conventions_grid(
 
 def _grid_values(ref, dist, models: dict[str, LPIPS], variants, size) -> dict[str, float]:
     values: dict[str, float] = {}
+    # each image resized once; conventions and grayscale are cheap maps of the resized [0, 1] image
+    pair01 = [resize(to_tensor(img), size) for img in (ref, dist)]
     for version, model in models.items():
         keys = _feature_keys(variants, version)
-        xs = [to_input(ref, convention=c, grayscale=g, size=size) for c, g in keys]
-        ys = [to_input(dist, convention=c, grayscale=g, size=size) for c, g in keys]
-        feats = model.features(torch.cat(xs + ys))
-        n = len(keys)
-        fx, fy = feats[:n], feats[n:]
-        lin = model.compare_features(fx, fy, spatial=False).total
-        with torch.inference_mode():
-            base = torch.stack([m.mean((1, 2, 3)) for m in layer_term_maps(fx.maps, fy.maps, None)], 1).sum(1).cpu()
+        xs, ys = ([apply_convention(to_gray(t) if g else t, c) for c, g in keys] for t in pair01)
+        # one backbone batch; lin and baseline both come from the per-channel terms
+        if model.channel_weights is None:
+            raise ValueError("conventions_grid needs get_model to return lin models (lin=True)")
+        terms = model.pair_channel_terms(torch.cat(xs), torch.cat(ys))
+        lin = sum(t @ w.cpu() for t, w in zip(terms, model.channel_weights))
+        base = sum(t.sum(1) for t in terms)
         for v in variants:
             conv, ver, use_lin, gray = _VARIANT_CONFIG[v]
             if ver == version:
