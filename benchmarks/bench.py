@@ -12,8 +12,8 @@ Cases (same inputs, same device, same backbone weights for both):
   256 × the six variants). Reference: one call per cell with the matching reference model;
   ours: :func:`lpips_core.sweeps.conventions_grid`.
 - floor (every case): the bare backbone forward passes the path must do for the same images —
-  the torchvision ``features`` stack alone, on already prepared inputs, batched as our path
-  batches them. No LPIPS implementation can beat it.
+  the torchvision ``features`` stack alone, on already prepared and scaled inputs, batched as our
+  path batches them (``LPIPS.images_per_batch``). No LPIPS implementation can beat it.
 
 Every case first checks that both give the same numbers (1e-5 absolute), then times medians over
 ``--repeat`` rounds in which reference, ours and floor run in turn (interleaved, so that the
@@ -144,6 +144,25 @@ def distortions16(img: np.ndarray) -> list[np.ndarray]:
     return out
 
 
+# --------------------------------------------------------------------------- the floor
+def floor_pairs(model: LPIPS, x_in: torch.Tensor, y_in: torch.Tensor) -> None:
+    """Bare backbone passes over scaled pairs, batched as ``LPIPS._pair_chunks`` batches them."""
+    per = model.images_per_batch(x_in.shape[-2], x_in.shape[-1])
+    if per < 2:
+        for xc, yc in zip(x_in.split(1), y_in.split(1)):
+            model.backbone(xc)
+            model.backbone(yc)
+        return
+    for xc, yc in zip(x_in.split(per // 2), y_in.split(per // 2)):
+        model.backbone(torch.cat([xc, yc]))
+
+
+def floor_many(model: LPIPS, batch_in: torch.Tensor) -> None:
+    """Bare backbone passes over scaled images, batched as ``LPIPS.compare_batch`` batches them."""
+    for chunk in batch_in.split(model.images_per_batch(batch_in.shape[-2], batch_in.shape[-1])):
+        model.backbone(chunk)
+
+
 # --------------------------------------------------------------------------- cases
 def pair_case(net, size, ours, ref, device, repeat) -> Case:
     a = photo(size)
@@ -154,11 +173,11 @@ def pair_case(net, size, ours, ref, device, repeat) -> Case:
         with torch.no_grad():
             return ref(x, y).flatten()
 
-    both = (torch.cat([x, y]) - ours.shift) / ours.scale
+    x_in, y_in = (x - ours.shift) / ours.scale, (y - ours.shift) / ours.scale
 
     def run_floor():
         with torch.inference_mode():
-            return ours.backbone(both)
+            floor_pairs(ours, x_in, y_in)
 
     diff = float((ours(x, y).cpu() - run_ref().cpu()).abs().max())
     return _case(f"pair-{net}-{size}", diff, run_ref, lambda: ours(x, y), run_floor, device, repeat)
@@ -184,7 +203,7 @@ def sweep_case(net, ours, ref, device, repeat, *, warm: bool) -> Case:
         with torch.inference_mode():
             if not warm:
                 ours.backbone(x_in)
-            return ours.backbone(batch_in)
+            floor_many(ours, batch_in)
 
     diff = float((run_ours() - run_ref().cpu()).abs().max())
     name = f"sweep-{net}-256" + ("-warm" if warm else "")
@@ -219,13 +238,16 @@ def grid_case(net, ours_by_version, refs, device, repeat) -> Case:
     for size in GRID_SIZES:
         for ver, ks in keys.items():
             m = ours_by_version[ver]
-            t = torch.cat([to_input(img, convention=c, size=size, grayscale=g, device=device)
-                           for img in (a, b) for c, g in ks])
-            prepared.append((m, (t - m.shift) / m.scale if ver == "0.1" else t))
+            xs, ys = (torch.cat([to_input(img, convention=c, size=size, grayscale=g, device=device) for c, g in ks])
+                      for img in (a, b))
+            if ver == "0.1":
+                xs, ys = (xs - m.shift) / m.scale, (ys - m.shift) / m.scale
+            prepared.append((m, xs, ys))
 
     def run_floor():
         with torch.inference_mode():
-            return [m.backbone(t) for m, t in prepared]
+            for m, xs, ys in prepared:
+                floor_pairs(m, xs, ys)
 
     r, o = run_ref(), run_ours()
     diff = max(abs(r[k] - o[k]) for k in r)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-__all__ = ["Backbone", "CHANNELS", "LAYER_NAMES", "TAPS"]
+__all__ = ["Backbone", "CHANNELS", "FIRST_STRIDE", "LAYER_NAMES", "TAPS"]
 
 TAPS: dict[str, tuple[int, ...]] = {
     "alex": (1, 4, 7, 9, 11),
@@ -29,6 +29,8 @@ LAYER_NAMES: dict[str, tuple[str, ...]] = {
     "vgg": ("relu1_2", "relu2_2", "relu3_3", "relu4_3", "relu5_3"),
     "squeeze": ("relu1", "relu2", "relu3", "relu4", "relu5", "relu6", "relu7"),
 }
+#: stride of the first tap relative to the input (its activations dominate a batch's memory)
+FIRST_STRIDE: dict[str, int] = {"alex": 4, "vgg": 1, "squeeze": 2}
 CHANNELS: dict[str, tuple[int, ...]] = {
     "alex": (64, 192, 384, 256, 256),
     "vgg": (64, 128, 256, 512, 512),
@@ -62,6 +64,7 @@ class Backbone(nn.Module):
         self.net = net
         self.taps = TAPS[net]
         self.layer_names = LAYER_NAMES[net]
+        self.first_stride = FIRST_STRIDE[net]
         self.features = _features_architecture(net).to_empty(device="cpu")
         own = self.features.state_dict()
         missing = [k for k in own if k not in state_dict]

@@ -120,6 +120,7 @@ class STBackbone(nn.Module):
         if net not in ST_NETS:
             raise ValueError(f"net must be one of {ST_NETS}, got {net!r}")
         self.net = net
+        self.first_stride = {"alex": 2, "vgg": 1}[net]  # conv1 stride 2 in the shift-tolerant AlexNet
         self.taps = _TAPS[net]
         self.features = nn.Sequential(*(_alex_layers() if net == "alex" else _vgg_layers()))
         own = self.features.state_dict()

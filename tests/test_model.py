@@ -201,3 +201,30 @@ def test_bad_inputs(alex):
         alex(torch.zeros(1, 3, 16, 16), torch.zeros(1, 3, 16, 16))
     with pytest.raises(ValueError, match="cannot be compared"):
         alex.compare_features(alex.features(x), alex.features(torch.zeros(1, 3, 96, 96)))
+
+
+@pytest.mark.parametrize("per", [1, 2, 3, 64])
+def test_batching_choice_does_not_change_results(alex, monkeypatch, per):
+    """Pairs and sweeps give the same numbers whatever ``images_per_batch`` allows (1 = every image
+    alone, 2 = one pair a batch, 3 = pairs split unevenly, 64 = everything at once)."""
+    xs = torch.cat([to_input(_pair(64, 64, seed=s)[0]) for s in (11, 12, 13)])
+    ys = torch.cat([to_input(_pair(64, 64, seed=s)[1]) for s in (11, 12, 13)])
+    want = alex.compare(xs, ys)
+    want_channels = alex.pair_channel_terms(xs, ys)
+    monkeypatch.setattr(alex, "images_per_batch", lambda h, w: per)
+    got = alex.compare(xs, ys)
+    np.testing.assert_allclose(got.total, want.total, atol=1e-6)
+    np.testing.assert_allclose(got.layer_maps, want.layer_maps, atol=1e-6)
+    np.testing.assert_allclose(alex(xs, ys).cpu(), want.total, atol=1e-6)
+    for g, w in zip(alex.pair_channel_terms(xs, ys), want_channels):
+        np.testing.assert_allclose(g, w, atol=1e-7)
+    np.testing.assert_allclose(alex.compare(xs[:1], ys).total, alex.compare(xs[:1].expand(3, -1, -1, -1), ys).total,
+                               atol=1e-6)
+    np.testing.assert_allclose(alex.compare_batch(xs[:1], ys).total, alex.compare(xs[:1], ys).total, atol=1e-6)
+
+
+def test_images_per_batch_budget(alex):
+    vgg = LPIPS("vgg", device="cpu")
+    # first tap: 64 float32 channels; AlexNet at stride 4, VGG16 at full resolution; ~40 MB on a CPU
+    assert vgg.images_per_batch(256, 256) == 2 and vgg.images_per_batch(512, 512) == 1
+    assert alex.images_per_batch(256, 256) == 40 * 2**20 // (64 * 4 * 64 * 64)
