@@ -386,13 +386,14 @@ class LPIPS(nn.Module):
         """How many ``height × width`` images go through the backbone together.
 
         As many as keep the first tap's activations (64 float32 channels at the backbone's first
-        stride) within a budget: about 40 MB on a CPU, where bigger batches ran slower per image
-        (VGG16 at 256 px: 238 ms per image two at a time, 316 ms sixteen at a time, on 2 cores),
+        stride) within a budget: 12 MB on a CPU, where bigger batches ran slower per image once
+        they outgrew the caches (measured on 2 cores, ms per image for batches of 1/2/4: VGG16 at
+        256 px 240/253/308, at 128 px 72/65/67; AlexNet at 512 px 52/47/53, at 256 px 14/13/12),
         and 2 GB on a GPU.
         """
         stride = getattr(self.backbone, "first_stride", 1)
         per_image = 64 * 4 * -(-height // stride) * -(-width // stride)
-        budget = (40 << 20) if self.device.type == "cpu" else (2 << 30)
+        budget = (12 << 20) if self.device.type == "cpu" else (2 << 30)
         return max(1, budget // per_image)
 
     def _pair_chunks(self, x: torch.Tensor, y: torch.Tensor):
