@@ -9,7 +9,6 @@ import sys
 
 import numpy as np
 import pytest
-import torch
 
 from conftest import REPO, golden_dir
 from lpips_core import LPIPS

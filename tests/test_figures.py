@@ -8,7 +8,6 @@ import math
 import numpy as np
 import plotly.graph_objects as go
 import pytest
-import torch
 from PIL import Image
 
 from lpips_core import metrics, synth

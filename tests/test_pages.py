@@ -9,14 +9,13 @@ from __future__ import annotations
 import io
 
 import numpy as np
-import pandas as pd
 import pytest
-from PIL import Image
 
 from lpips_core import LPIPS, diagnostics, toy_layer
 from lpips_core.distortions import chain, gaussian_blur, shift
 from lpips_core.images import image_to_png_bytes, load_image, min_side_for
 from lpips_core.sweeps import conventions_grid, lpips_many
+from apptest_helpers import frame as _frame, ok as _ok, row as _row
 
 
 @pytest.fixture(scope="module")
@@ -34,25 +33,6 @@ def models():
 
 def _lpips(model, ref, img, **kw) -> float:
     return float(lpips_many(model, ref, [img], **kw).total[0])
-
-
-def _frame(at, column: str) -> pd.DataFrame:
-    """The first dataframe on the page with ``column``."""
-    for df in at.dataframe:
-        if column in df.value.columns:
-            return df.value
-    raise AssertionError(f"no dataframe with column {column!r}; columns: {[list(d.value.columns) for d in at.dataframe]}")
-
-
-def _row(df: pd.DataFrame, first_col: str, label: str) -> pd.Series:
-    hit = df[df[first_col] == label]
-    assert len(hit) == 1, f"{label!r} not in {list(df[first_col])}"
-    return hit.iloc[0]
-
-
-def _ok(at):
-    assert not at.exception, [e.value for e in at.exception]
-    return at
 
 
 # --------------------------------------------------------------------------- shift vs blur

@@ -18,6 +18,7 @@ import streamlit
 
 from lpips_core import metric_registry
 from lpips_core.distortions import chain, gaussian_blur, shift
+from apptest_helpers import frame as _frame, ok as _ok, row as _row
 
 ALL = ["stlpips-alex", "stlpips-vgg", "dists-vgg"]
 LABELS = {"stlpips-alex": "ST-LPIPS · AlexNet", "stlpips-vgg": "ST-LPIPS · VGG16", "dists-vgg": "DISTS · VGG16"}
@@ -49,24 +50,6 @@ def _distance(model, sid: str, ref, img, **kw) -> float:
     x = metric_registry.prepare_input(metric, ref, **kw)
     y = metric_registry.prepare_input(metric, img, **kw)
     return float(model(x, y))
-
-
-def _frame(at, column: str) -> pd.DataFrame:
-    for df in at.dataframe:
-        if column in df.value.columns:
-            return df.value
-    raise AssertionError(f"no dataframe with column {column!r}")
-
-
-def _row(df: pd.DataFrame, first_col: str, label: str) -> pd.Series:
-    hit = df[df[first_col] == label]
-    assert len(hit) == 1, f"{label!r} not in {list(df[first_col])}"
-    return hit.iloc[0]
-
-
-def _ok(at):
-    assert not at.exception, [e.value for e in at.exception]
-    return at
 
 
 def _chart(at, key_part: str) -> dict:
