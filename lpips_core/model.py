@@ -136,12 +136,6 @@ class Features:
             index = slice(index, index + 1)
         return Features(tuple(m[index] for m in self.maps), self.input_size, self.net, self.version)
 
-    @staticmethod
-    def cat(parts: Sequence["Features"]) -> "Features":
-        first = parts[0]
-        maps = tuple(torch.cat([p.maps[i] for p in parts]) for i in range(len(first.maps)))
-        return Features(maps, first.input_size, first.net, first.version)
-
 
 @dataclass(frozen=True, eq=False)
 class LPIPSResult:
