@@ -1,4 +1,16 @@
-"""Shared fixtures: the golden example images, the reference ``lpips`` package as oracle, devices."""
+"""Test tiers, and shared fixtures: the golden example images, devices, a Streamlit ``AppTest``.
+
+Tiers (markers registered in ``pyproject.toml``):
+
+- default ``pytest``: the fast tier, unit and library tests (parity with the reference packages
+  included); the tests marked below are *deselected*, not skipped.
+- ``pytest --full``: everything (what the README's test command and ``.ci/run`` run).
+
+Marks are applied by location: ``tests/e2e/*`` → ``e2e`` (Chromium, the load test); tests using
+the ``app`` fixture or in ``test_page*.py`` → ``apptest``. Long library experiments carry an
+explicit ``@pytest.mark.slow``. ``-m`` still selects within what is collected
+(``pytest --full -m apptest``). The oracles live in :mod:`lpips_core.testing`.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +22,49 @@ import pytest
 import torch
 
 REPO = Path(__file__).resolve().parents[1]
+FULL_TIER = ("apptest", "e2e", "slow")  # run only with --full
+_DROPPED = pytest.StashKey[int]()
+
+
+# --------------------------------------------------------------------------- tiers
+def pytest_addoption(parser):
+    parser.addoption("--full", action="store_true", default=False,
+                     help="run the full suite: also AppTest page tests, Chromium e2e and slow tests")
+
+
+def _tier(item) -> str | None:
+    """The full-tier marker an item gets by where it lives, or ``None``."""
+    path = Path(str(item.path))
+    if REPO / "tests" / "e2e" in path.parents:
+        return "e2e"
+    if path.name.startswith("test_page") or "app" in getattr(item, "fixturenames", ()):
+        return "apptest"
+    return None
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark items by location; without ``--full``, deselect every full-tier item."""
+    for item in items:
+        tier = _tier(item)
+        if tier is not None:
+            item.add_marker(tier)
+    if config.getoption("--full"):
+        return
+    keep, drop = [], []
+    for item in items:
+        (drop if any(item.get_closest_marker(m) for m in FULL_TIER) else keep).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+        config.stash[_DROPPED] = len(drop)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """Say what the fast tier left out, so a deselection never reads as a pass."""
+    dropped = config.stash.get(_DROPPED, 0)
+    if dropped:
+        terminalreporter.write_line(f"fast tier: {dropped} full-tier tests ({', '.join(FULL_TIER)}) "
+                                    "deselected; run `pytest --full` for everything")
 
 
 def golden_dir() -> Path:
@@ -41,13 +96,6 @@ DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 @pytest.fixture(params=DEVICES)
 def device(request) -> str:
     return request.param
-
-
-def reference_lpips(net: str, version: str, lin: bool, features_state_dict: dict, *, spatial: bool = False):
-    """The reference package's model (``pnet_rand=True``: downloads nothing) given our backbone weights."""
-    from lpips_core.oracle import reference_model
-
-    return reference_model(net, version, lin, features_state_dict, spatial=spatial)
 
 
 # --------------------------------------------------------------------------- Streamlit AppTest

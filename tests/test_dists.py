@@ -9,7 +9,6 @@ wheel's ``weights.pt``, exactly as its ``load_weights=True`` branch assigns them
 from __future__ import annotations
 
 from pathlib import Path
-from unittest import mock
 
 import numpy as np
 import pytest
@@ -18,8 +17,9 @@ from PIL import Image
 
 from lpips_core import LPIPS
 from lpips_core.conventions import to_input
-from lpips_core.dists import DISTS, STAGE_NAMES, alpha_beta_path
+from lpips_core.dists import DISTS, STAGE_NAMES
 from lpips_core.distortions import gaussian_blur, gaussian_noise, shift
+from lpips_core.testing import reference_dists
 from lpips_core.weights import WeightsUnavailable, load_backbone_weights
 
 REPO = Path(__file__).resolve().parents[1]
@@ -53,24 +53,7 @@ def model(vgg_sd) -> DISTS:
 
 @pytest.fixture(scope="module")
 def oracle(vgg_sd):
-    from types import SimpleNamespace
-
-    from torchvision.models.vgg import cfgs, make_layers
-
-    from DISTS_pytorch import DISTS_pt
-
-    def untrained_vgg16(pretrained=False, **kwargs):  # its features only: no download, no classifier
-        return SimpleNamespace(features=make_layers(cfgs["D"]))
-
-    with mock.patch.object(DISTS_pt.models, "vgg16", untrained_vgg16):
-        ref = DISTS_pt.DISTS(load_weights=False)
-    conv = {}
-    for name, _ in ref.named_parameters():
-        if name.startswith("stage"):  # stageK.<torchvision features index>.weight|bias
-            conv[name] = vgg_sd[name.split(".", 1)[1]]
-    ab = torch.load(alpha_beta_path(), map_location="cpu", weights_only=True)
-    ref.load_state_dict({**ref.state_dict(), **conv, "alpha": ab["alpha"], "beta": ab["beta"]}, strict=True)
-    return ref.eval()
+    return reference_dists(vgg_sd)
 
 
 # ----------------------------------------------------------------------------- parity

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import reference_lpips
 from lpips_core import LPIPS
 from lpips_core.conventions import to_input
+from lpips_core.testing import reference_lpips
 from lpips_core.weights import load_backbone_weights
 
 SIZES = [(64, 64), (97, 131), (256, 256)]

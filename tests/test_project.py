@@ -1,4 +1,4 @@
-"""Project-level promises: a pure library, README commands that CI really runs."""
+"""Project-level promises: a pure library, README commands that CI really runs, test tiers."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import re
 import subprocess
 import sys
 
-from conftest import REPO
+from conftest import FULL_TIER, REPO
 
 
 def test_library_does_not_import_streamlit():
@@ -31,9 +31,41 @@ def test_readme_has_exactly_two_setup_commands_and_ci_runs_the_test_one():
     commands = _readme_commands()
     assert len(commands) == 2, commands
     app_cmd, test_cmd = commands
-    assert "streamlit run app.py" in app_cmd and "pytest" in test_cmd
+    assert "streamlit run app.py" in app_cmd
+    assert test_cmd.endswith("python -m pytest --full"), "the README's test command must run the full suite"
     ci = (REPO / ".ci" / "run").read_text().splitlines()
     assert test_cmd in ci, "'.ci/run' must run the README's test command verbatim"
+    assert "set -euo pipefail" in ci, "'.ci/run' must fail on any non-zero status (pytest's 5 included)"
+
+
+def _collected(*args: str) -> tuple[set[str], str]:
+    """Node ids ``pytest --collect-only`` selects with ``args``, and its last line."""
+    out = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *args],
+                         capture_output=True, text=True, cwd=REPO, timeout=300)
+    lines = out.stdout.splitlines()
+    return {ln for ln in lines if "::" in ln}, lines[-1] if lines else out.stderr
+
+
+def test_default_run_is_the_fast_tier_and_full_runs_everything():
+    """A plain ``pytest`` deselects the AppTest and browser tests; ``--full`` selects them all, marked."""
+    paths = ["tests/e2e", "tests/test_pages.py", "tests/test_project.py"]
+    fast, fast_summary = _collected(*paths)
+    full, _ = _collected("--full", *paths)
+    heavy = {n for n in full if not n.startswith("tests/test_project.py")}
+    assert fast == full - heavy and fast, fast_summary
+    assert {n.split("::")[0] for n in heavy} >= {"tests/e2e/test_browser.py", "tests/e2e/test_load.py",
+                                               "tests/test_pages.py"}
+    assert f"({len(heavy)} deselected)" in fast_summary, fast_summary
+    e2e, _ = _collected("--full", "-m", "e2e", *paths)
+    apptest, _ = _collected("--full", "-m", "apptest", *paths)
+    assert e2e == {n for n in heavy if n.startswith("tests/e2e/")}
+    assert apptest == heavy - e2e
+
+
+def test_tier_markers_are_registered():
+    text = (REPO / "pyproject.toml").read_text()
+    markers = text.split("markers = [", 1)[1].split("]", 1)[0]
+    assert sorted(re.findall(r'"(\w+):', markers)) == sorted(FULL_TIER)
 
 
 def test_nothing_heavy_is_tracked():

@@ -17,7 +17,8 @@ from PIL import Image
 from lpips_core import LPIPS
 from lpips_core.conventions import to_input
 from lpips_core.distortions import gaussian_blur, gaussian_noise, shift
-from lpips_core.stlpips import MIN_SIDE, STLPIPS, checkpoint_path
+from lpips_core.stlpips import MIN_SIDE, STLPIPS
+from lpips_core.testing import reference_stlpips
 from lpips_core.weights import WeightsUnavailable
 
 REPO = Path(__file__).resolve().parents[1]
@@ -48,20 +49,6 @@ def parity_pairs(golden, h: int, w: int) -> tuple[torch.Tensor, torch.Tensor]:
     return x, y
 
 
-def oracle(net: str):
-    """The reference model, checked to hold every tensor of the shipped checkpoint."""
-    pytest.importorskip("IPython", reason="the ST-LPIPS oracle imports IPython: pip install ipython")
-    pytest.importorskip("torchsummary", reason="the ST-LPIPS oracle imports torchsummary: pip install torchsummary")
-    from stlpips_pytorch import stlpips
-
-    ref = stlpips.LPIPS(net=net, variant="shift_tolerant", verbose=False)
-    sd = torch.load(checkpoint_path(net), map_location="cpu", weights_only=True)
-    loaded = ref.load_state_dict(sd, strict=False)  # its ``lins`` ModuleList aliases lin0…lin4
-    assert not loaded.unexpected_keys
-    assert all(k.startswith("lins.") for k in loaded.missing_keys), loaded.missing_keys
-    return ref.eval()
-
-
 @pytest.fixture(scope="module", params=["alex", "vgg"])
 def net(request) -> str:
     return request.param
@@ -87,7 +74,7 @@ def test_parity_with_reference_package(golden, net, model):
     The reference sums its layers in place into ``res[0]`` (``val = res[0]; val += res[l]``), so its
     returned first layer term is the total; the first term is recovered as total − Σ the others.
     """
-    ref = oracle(net)
+    ref = reference_stlpips(net)
 
     def reference(x, y, *, spatial):
         """The oracle's total ``(N,)`` and its per-layer terms ``(N, 5)`` (maps ``(N, 5, H, W)``)."""
