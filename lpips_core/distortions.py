@@ -3,11 +3,32 @@
 Images are NumPy arrays of shape ``(H, W, 3)``, float32 or float64, with values in ``[0, 1]``
 (row index ``i`` downwards, column index ``j`` to the right, channels last). Every function
 
-* accepts float32 or float64 and returns the dtype it got, computing in float64 inside;
-* rejects other dtypes (e.g. uint8) with ``TypeError`` and other shapes with ``ValueError``;
+* checks its input against the library's one image contract
+  (:func:`lpips_core.images.check_image`, re-exported here): a float array in ``[0, 1]``,
+  finite; other dtypes (e.g. uint8) raise ``TypeError``, other shapes, non-finite values or
+  values outside ``[0, 1]`` ``ValueError``;
+* returns the dtype it got, computing in float64 inside;
 * keeps the shape and the ``[0, 1]`` range (results are clipped where an operation could
-  leave it) and never modifies its input;
+  leave it), so every output meets the contract again, and never modifies its input;
 * raises ``ValueError`` naming the bad value for an invalid parameter.
+
+Every numeric parameter is bounded (the limits below, stated once, in one block). The bounds
+keep every output finite whatever the chain, and keep the cost of one call on a 512 × 512
+image (the app's largest working side) well under a second (a few seconds at 2048 × 2048):
+
+* :data:`MAX_RADIUS` = 64 (blur half-width) and :data:`MAX_SIGMA` = 16 (blur sigma, whose
+  default radius is then 64): a kernel of at most 129 taps;
+* :data:`MAX_TAPS` = 63 taps for :func:`kernel_blur`, each of magnitude at most
+  :data:`MAX_TAP` = 100 (an enormous tap such as ``1e308`` would overflow to ``inf - inf``);
+* :data:`MAX_NOISE_SIGMA` = 1 (the whole ``[0, 1]`` range);
+* :data:`MAX_RESAMPLE_FACTOR` = 16 (a 16 × downscale; the anti-aliasing Gaussian grows with it);
+* DCT: ``q`` in :data:`DCT_Q_RANGE` = ``[1e-12, 1e6]`` (``c / q`` and the table's steps stay
+  finite; above 8 every AC coefficient already rounds to 0) and ``block`` in ``[2, 64]``
+  (:data:`MAX_BLOCK`: padding to a multiple of the block stays small);
+* :data:`MAX_FACTOR` = 100 for contrast and saturation;
+* :data:`MAX_OFFSET` = 1e6 pixels for shifts (far beyond any image the loader returns).
+
+:data:`PARAMS` offers narrower ranges to user interfaces, always inside these limits.
 
 Boundary handling is named after, and behaves exactly as, :func:`numpy.pad`'s modes, shown
 for a row ``a b c d`` extended by two pixels on each side:
@@ -32,6 +53,7 @@ import inspect
 import io
 import math
 import numbers
+import reprlib
 from typing import Any, Callable, Literal, Mapping, Sequence
 
 import numpy as np
@@ -40,10 +62,23 @@ from PIL import Image
 from scipy import ndimage
 from skimage.transform import resize as _sk_resize
 
+from .conventions import LUMA
+from .images import check_image
+
 __all__ = [
     "BOUNDARIES",
     "Boundary",
+    "DCT_Q_RANGE",
     "JPEG_LUMINANCE_TABLE",
+    "MAX_BLOCK",
+    "MAX_FACTOR",
+    "MAX_NOISE_SIGMA",
+    "MAX_OFFSET",
+    "MAX_RADIUS",
+    "MAX_RESAMPLE_FACTOR",
+    "MAX_SIGMA",
+    "MAX_TAP",
+    "MAX_TAPS",
     "as_generator",
     "check_image",
     "shift",
@@ -87,54 +122,45 @@ JPEG_LUMINANCE_TABLE = np.array(
 )
 JPEG_LUMINANCE_TABLE.setflags(write=False)
 
-# ITU-R BT.601 luma weights, as PIL and torchvision use for greyscale.
-_LUMA = np.array([0.299, 0.587, 0.114])
-
-_RANGE_SLACK = 1e-6
+# ------------------------------------------------------- parameter limits (see module doc)
+MAX_OFFSET: float = 1e6
+"""Largest ``|dx|``, ``|dy|`` of :func:`shift`, in pixels."""
+MAX_SIGMA: float = 16.0
+"""Largest Gaussian blur sigma, in pixels (default radius ``int(4 * 16 + 0.5) = 64``)."""
+MAX_RADIUS: int = 64
+"""Largest Gaussian blur half-width, in pixels (129 taps)."""
+MAX_TAPS: int = 63
+"""Most taps of a :func:`kernel_blur` kernel."""
+MAX_TAP: float = 100.0
+"""Largest ``|tap|`` of a :func:`kernel_blur` kernel."""
+MAX_NOISE_SIGMA: float = 1.0
+"""Largest standard deviation of :func:`gaussian_noise`."""
+MAX_RESAMPLE_FACTOR: float = 16.0
+"""Largest :func:`resample` factor."""
+DCT_Q_RANGE: tuple[float, float] = (1e-12, 1e6)
+"""Smallest and largest :func:`block_dct` quantisation step."""
+MAX_BLOCK: int = 64
+"""Largest :func:`block_dct` tile side."""
+MAX_FACTOR: float = 100.0
+"""Largest :func:`contrast` and :func:`saturation` factor."""
 
 
 # ----------------------------------------------------------------------------- validation
-def check_image(img: Any, *, name: str = "img") -> tuple[np.ndarray, np.dtype]:
-    """Validate an image and return it as float64 together with its original dtype.
+def _as_f64(img: Any) -> tuple[np.ndarray, np.dtype]:
+    """The image contract (:func:`check_image`), then ``(img as float64, its dtype)``.
 
-    Args:
-        img: ``(H, W, 3)`` float32 or float64 array with values in ``[0, 1]`` (a slack of
-            1e-6 is allowed for rounding).
-        name: the argument name used in error messages.
-
-    Returns:
-        ``(x, dtype)``: ``x`` is ``(H, W, 3)`` float64 (the input itself when it already is
-        float64, so do not write into it) and ``dtype`` the input's dtype.
-
-    Raises:
-        TypeError: not a NumPy array, or not float32/float64.
-        ValueError: a shape other than ``(H, W, 3)`` with ``H, W >= 1``, non-finite values,
-            or values outside ``[0, 1]``.
+    The float64 array is the input itself when it already is float64: do not write into it.
     """
-    if not isinstance(img, np.ndarray):
-        raise TypeError(
-            f"{name} must be a numpy array of shape (H, W, 3); got {type(img).__name__}"
-        )
-    if img.dtype not in (np.float32, np.float64):
-        raise TypeError(
-            f"{name} must be float32 or float64 with values in [0, 1]; got dtype {img.dtype}. "
-            f"Convert first, e.g. img.astype(np.float32) / 255 for 8-bit images."
-        )
-    if img.ndim != 3 or img.shape[2] != 3 or img.shape[0] < 1 or img.shape[1] < 1:
-        raise ValueError(f"{name} must have shape (H, W, 3); got shape {img.shape}")
-    if not np.isfinite(img).all():
-        raise ValueError(f"{name} contains non-finite values (nan or inf)")
-    lo, hi = float(img.min()), float(img.max())
-    if lo < -_RANGE_SLACK or hi > 1 + _RANGE_SLACK:
-        raise ValueError(f"{name} values must lie in [0, 1]; got min={lo:.6g}, max={hi:.6g}")
+    check_image(img, name="img")
     return img.astype(np.float64, copy=False), img.dtype
-
-
 def _real(value: Any, name: str, *, lo: float | None = None, hi: float | None = None,
           lo_open: bool = False) -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a real number; got {value!r} ({type(value).__name__})")
-    value = float(value)
+    try:
+        value = float(value)
+    except OverflowError:  # an int beyond float's range
+        raise ValueError(f"{name} must be finite; got {value!r}") from None
     if not math.isfinite(value):
         raise ValueError(f"{name} must be finite; got {value!r}")
     if lo is not None and (value <= lo if lo_open else value < lo):
@@ -219,28 +245,29 @@ def shift(img: np.ndarray, dx: float, dy: float = 0, *, boundary: Boundary = "wr
     ``boundary``. Integer offsets are exact copies, identical to ``numpy.pad`` followed by a
     crop (e.g. ``"edge"`` with ``dx = 1``: ``new[:, 0] = old[:, 0]``,
     ``new[:, j] = old[:, j - 1]``). Fractional offsets interpolate bilinearly between the
-    neighbouring (extended) pixels, one axis at a time. Offsets of any size are allowed.
+    neighbouring (extended) pixels, one axis at a time. Offsets up to :data:`MAX_OFFSET`
+    pixels are allowed, whatever the image size.
 
     Args:
         img: ``(H, W, 3)`` float32/float64 in ``[0, 1]``.
-        dx: horizontal offset in pixels (positive: to the right).
-        dy: vertical offset in pixels (positive: downwards).
+        dx: horizontal offset in pixels (positive: to the right), ``|dx| <= 1e6``.
+        dy: vertical offset in pixels (positive: downwards), ``|dy| <= 1e6``.
         boundary: one of :data:`BOUNDARIES`.
 
     Returns:
         ``(H, W, 3)`` array of ``img``'s dtype in ``[0, 1]``.
 
     Raises:
-        ValueError: non-finite offset or unknown boundary.
+        ValueError: non-finite offset, one beyond :data:`MAX_OFFSET`, or unknown boundary.
 
     Example:
         >>> from lpips_core.synth import stripes
         >>> shift(stripes(), 1)[0, :, 0].tolist()
         [1.0, 0.0, 0.0, 1.0, 1.0, 0.0, 0.0, 1.0]
     """
-    x, dtype = check_image(img)
-    dx = _real(dx, "dx")
-    dy = _real(dy, "dy")
+    x, dtype = _as_f64(img)
+    dx = _real(dx, "dx", lo=-MAX_OFFSET, hi=MAX_OFFSET)
+    dy = _real(dy, "dy", lo=-MAX_OFFSET, hi=MAX_OFFSET)
     boundary = _boundary(boundary)
     x = _shift_axis(x, dy, 0, boundary)
     x = _shift_axis(x, dx, 1, boundary)
@@ -267,7 +294,7 @@ def rotate(img: np.ndarray, degrees: float, *, boundary: Boundary = "reflect") -
     Raises:
         ValueError: non-finite angle or unknown boundary.
     """
-    x, dtype = check_image(img)
+    x, dtype = _as_f64(img)
     degrees = _real(degrees, "degrees")
     boundary = _boundary(boundary)
     if degrees == 0:
@@ -287,16 +314,16 @@ def resample(img: np.ndarray, factor: float) -> np.ndarray:
 
     Args:
         img: ``(H, W, 3)`` float32/float64 in ``[0, 1]``.
-        factor: downscaling factor, ``>= 1``.
+        factor: downscaling factor in ``[1, 16]`` (:data:`MAX_RESAMPLE_FACTOR`).
 
     Returns:
         ``(H, W, 3)`` array of ``img``'s dtype in ``[0, 1]``.
 
     Raises:
-        ValueError: ``factor < 1`` or non-finite.
+        ValueError: ``factor`` outside ``[1, 16]`` or non-finite.
     """
-    x, dtype = check_image(img)
-    factor = _real(factor, "factor", lo=1.0)
+    x, dtype = _as_f64(img)
+    factor = _real(factor, "factor", lo=1.0, hi=MAX_RESAMPLE_FACTOR)
     if factor == 1:
         return _out(x, dtype)
     h, w = x.shape[:2]
@@ -308,38 +335,33 @@ def resample(img: np.ndarray, factor: float) -> np.ndarray:
 
 # ----------------------------------------------------------------------------- filtering
 def _correlate_axis(x: np.ndarray, taps: np.ndarray, axis: int, boundary: str) -> np.ndarray:
-    """``out[j] = sum_t taps[t] * ext[j + t - r]``: ``numpy.pad`` then a 'valid' correlation."""
-    r = taps.size // 2
-    n = x.shape[axis]
-    pad = [(0, 0)] * x.ndim
-    pad[axis] = (r, r)
-    padded = np.pad(x, pad, mode=boundary)
-    out = np.zeros_like(x)
-    index = [slice(None)] * x.ndim
-    for t, weight in enumerate(taps):
-        index[axis] = slice(t, t + n)
-        out += weight * padded[tuple(index)]
-    return out
+    """``out[j] = sum_t taps[t] * ext[j + t - r]`` for odd-length ``taps``, ``r = len // 2``.
+
+    ``ext`` is ``x`` extended as ``numpy.pad(mode=boundary)`` would; computed by
+    ``scipy.ndimage.correlate1d`` with the equivalent mode (equal to the pad-then-'valid'
+    correlation to float64 rounding, about 1e-15, and several times faster).
+    """
+    return ndimage.correlate1d(x, taps, axis=axis, mode=_NDIMAGE_MODE[boundary])
 
 
 def gaussian_kernel(sigma: float, *, radius: int | None = None) -> np.ndarray:
     """Normalised 1-D Gaussian taps ``exp(-r^2 / (2 sigma^2))`` for ``r = -radius..radius``.
 
     Args:
-        sigma: standard deviation in pixels, ``> 0``.
-        radius: half-width; default ``max(1, int(4 * sigma + 0.5))`` (scipy's
-            ``truncate=4`` convention).
+        sigma: standard deviation in pixels, in ``(0, 16]`` (:data:`MAX_SIGMA`).
+        radius: half-width in ``[0, 64]`` (:data:`MAX_RADIUS`); default
+            ``max(1, int(4 * sigma + 0.5))`` (scipy's ``truncate=4`` convention).
 
     Returns:
         ``(2 * radius + 1,)`` float64 summing to 1.
 
     Raises:
-        ValueError: ``sigma <= 0`` or non-finite, ``radius < 0``.
+        ValueError: ``sigma`` outside ``(0, 16]`` or non-finite, ``radius`` outside ``[0, 64]``.
     """
-    sigma = _real(sigma, "sigma", lo=0.0, lo_open=True)
+    sigma = _real(sigma, "sigma", lo=0.0, lo_open=True, hi=MAX_SIGMA)
     if radius is None:
         radius = max(1, int(4 * sigma + 0.5))
-    radius = _int(radius, "radius", lo=0)
+    radius = _int(radius, "radius", lo=0, hi=MAX_RADIUS)
     r = np.arange(-radius, radius + 1)
     k = np.exp(-(r**2) / (2 * sigma**2))
     return k / k.sum()
@@ -361,8 +383,8 @@ def gaussian_blur(
 
     Args:
         img: ``(H, W, 3)`` float32/float64 in ``[0, 1]``.
-        sigma: standard deviation in pixels, ``>= 0``; ``0`` is the identity.
-        radius: kernel half-width, ``>= 0``; default ``max(1, int(4 * sigma + 0.5))``
+        sigma: standard deviation in pixels, in ``[0, 16]``; ``0`` is the identity.
+        radius: kernel half-width in ``[0, 64]``; default ``max(1, int(4 * sigma + 0.5))``
             (scipy's ``truncate=4`` convention).
         boundary: one of :data:`BOUNDARIES`.
 
@@ -371,13 +393,14 @@ def gaussian_blur(
         mean of every channel is preserved.
 
     Raises:
-        ValueError: negative or non-finite ``sigma``, negative ``radius``, unknown boundary.
+        ValueError: ``sigma`` outside ``[0, 16]`` or non-finite, ``radius`` outside
+            ``[0, 64]``, unknown boundary.
     """
-    x, dtype = check_image(img)
-    sigma = _real(sigma, "sigma", lo=0.0)
+    x, dtype = _as_f64(img)
+    sigma = _real(sigma, "sigma", lo=0.0, hi=MAX_SIGMA)
     boundary = _boundary(boundary)
     if radius is not None:
-        radius = _int(radius, "radius", lo=0)
+        radius = _int(radius, "radius", lo=0, hi=MAX_RADIUS)
     if sigma == 0:
         return _out(x, dtype)
     taps = gaussian_kernel(sigma, radius=radius)
@@ -398,32 +421,51 @@ def kernel_blur(
 
     Args:
         img: ``(H, W, 3)`` float32/float64 in ``[0, 1]``.
-        kernel: 1-D taps of odd length, finite, e.g. ``[0.25, 0.5, 0.25]``.
+        kernel: 1-D taps of odd length at most 63 (:data:`MAX_TAPS`), each finite with
+            ``|tap| <= 100`` (:data:`MAX_TAP`), e.g. ``[0.25, 0.5, 0.25]``.
         boundary: one of :data:`BOUNDARIES`.
 
     Returns:
         ``(H, W, 3)`` array of ``img``'s dtype in ``[0, 1]``.
 
     Raises:
-        ValueError: a kernel that is not 1-D, of even length, empty, or non-finite; unknown
-            boundary.
+        ValueError: a kernel that is not 1-D, of even length, empty, longer than 63 taps,
+            non-finite or with a tap beyond ``±100``; unknown boundary.
 
     Example:
         >>> from lpips_core.synth import stripes
         >>> kernel_blur(stripes(), [0.25, 0.5, 0.25])[0, :4, 0].tolist()
         [0.25, 0.25, 0.75, 0.75]
     """
-    x, dtype = check_image(img)
-    taps = np.asarray(kernel, dtype=np.float64) if not isinstance(kernel, str) else None
-    if taps is None or taps.ndim != 1 or taps.size % 2 == 0:
-        raise ValueError(f"kernel must be a 1-D sequence of odd length; got {kernel!r}")
-    if not np.isfinite(taps).all():
-        raise ValueError(f"kernel taps must be finite; got {kernel!r}")
+    x, dtype = _as_f64(img)
+    taps = _kernel_taps(kernel)
     boundary = _boundary(boundary)
     taps = taps[::-1]
     x = _correlate_axis(x, taps, 0, boundary)
     x = _correlate_axis(x, taps, 1, boundary)
     return _out(x, dtype)
+
+
+def _kernel_taps(kernel: Any) -> np.ndarray:
+    """Validate :func:`kernel_blur`'s taps (length checked before any conversion)."""
+    shown = reprlib.repr(kernel)
+    try:
+        n = len(kernel) if not isinstance(kernel, (str, bytes)) else -1
+    except TypeError:  # not a sequence (a number, a 0-d array)
+        n = -1
+    if n > MAX_TAPS:
+        raise ValueError(f"kernel must have at most {MAX_TAPS} taps; got {n}")
+    try:
+        taps = np.asarray(kernel, dtype=np.float64) if n >= 0 else None
+    except (TypeError, ValueError, OverflowError):
+        raise ValueError(f"kernel must be a 1-D sequence of numbers; got {shown}") from None
+    if taps is None or taps.ndim != 1 or taps.size % 2 == 0:
+        raise ValueError(f"kernel must be a 1-D sequence of odd length; got {shown}")
+    if not np.isfinite(taps).all():
+        raise ValueError(f"kernel taps must be finite; got {shown}")
+    if np.abs(taps).max() > MAX_TAP:
+        raise ValueError(f"kernel taps must lie in [-{MAX_TAP:g}, {MAX_TAP:g}]; got {shown}")
+    return taps
 
 
 # ---------------------------------------------------------------------------------- noise
@@ -441,18 +483,19 @@ def gaussian_noise(img: np.ndarray, sigma: float, *, seed: int | np.random.Gener
 
     Args:
         img: ``(H, W, 3)`` float32/float64 in ``[0, 1]``.
-        sigma: noise standard deviation, ``>= 0``, in units of the ``[0, 1]`` range.
+        sigma: noise standard deviation in ``[0, 1]`` (:data:`MAX_NOISE_SIGMA`), in units of
+            the image range.
         seed: an int ``>= 0`` or a ``numpy.random.Generator`` (advanced by ``3 H W`` draws).
 
     Returns:
         ``(H, W, 3)`` array of ``img``'s dtype in ``[0, 1]``.
 
     Raises:
-        ValueError: negative or non-finite ``sigma``, negative seed.
+        ValueError: ``sigma`` outside ``[0, 1]`` or non-finite, negative seed.
         TypeError: ``seed`` neither an int nor a Generator.
     """
-    x, dtype = check_image(img)
-    sigma = _real(sigma, "sigma", lo=0.0)
+    x, dtype = _as_f64(img)
+    sigma = _real(sigma, "sigma", lo=0.0, hi=MAX_NOISE_SIGMA)
     rng = as_generator(seed)
     h, w = x.shape[:2]
     noise = rng.standard_normal((3, h, w)).transpose(1, 2, 0)
@@ -486,22 +529,22 @@ def block_dct(
 
     Args:
         img: ``(H, W, 3)`` float32/float64 in ``[0, 1]``.
-        q: quantisation step (see above), ``> 0``. With the ortho DCT a tile's DC
-            coefficient is ``block`` times its mean, so ``q`` near 1 already removes most
-            detail; ``q -> 0`` is the identity.
-        block: tile side in pixels, ``>= 2``.
+        q: quantisation step (see above), in ``[1e-12, 1e6]`` (:data:`DCT_Q_RANGE`). With the
+            ortho DCT a tile's DC coefficient is ``block`` times its mean, so ``q`` near 1
+            already removes most detail; ``q -> 0`` is the identity.
+        block: tile side in pixels, in ``[2, 64]`` (:data:`MAX_BLOCK`).
         table: ``"uniform"`` or ``"jpeg"``.
 
     Returns:
         ``(H, W, 3)`` array of ``img``'s dtype in ``[0, 1]``.
 
     Raises:
-        ValueError: ``q <= 0`` or non-finite, ``block < 2``, unknown table, ``"jpeg"`` with
-            ``block != 8``.
+        ValueError: ``q`` outside ``[1e-12, 1e6]`` or non-finite, ``block`` outside ``[2, 64]``,
+            unknown table, ``"jpeg"`` with ``block != 8``.
     """
-    x, dtype = check_image(img)
-    q = _real(q, "q", lo=0.0, lo_open=True)
-    block = _int(block, "block", lo=2)
+    x, dtype = _as_f64(img)
+    q = _real(q, "q", lo=DCT_Q_RANGE[0], hi=DCT_Q_RANGE[1])
+    block = _int(block, "block", lo=2, hi=MAX_BLOCK)
     if table not in ("uniform", "jpeg"):
         raise ValueError(f"unknown table {table!r}; valid tables are uniform, jpeg")
     if table == "jpeg" and block != 8:
@@ -545,7 +588,7 @@ def jpeg(
     Raises:
         ValueError: ``quality`` outside ``[1, 100]`` or unknown subsampling.
     """
-    x, dtype = check_image(img)
+    x, dtype = _as_f64(img)
     quality = _int(quality, "quality", lo=1, hi=100)
     if subsampling not in _SUBSAMPLING:
         raise ValueError(
@@ -579,13 +622,13 @@ def brightness(img: np.ndarray, delta: float) -> np.ndarray:
     Raises:
         ValueError: ``delta`` outside ``[-1, 1]`` or non-finite.
     """
-    x, dtype = check_image(img)
+    x, dtype = _as_f64(img)
     delta = _real(delta, "delta", lo=-1.0, hi=1.0)
     return _out(x + delta, dtype)
 
 
 def _luma(x: np.ndarray) -> np.ndarray:
-    return x @ _LUMA
+    return x @ np.asarray(LUMA)
 
 
 def contrast(img: np.ndarray, factor: float) -> np.ndarray:
@@ -597,16 +640,16 @@ def contrast(img: np.ndarray, factor: float) -> np.ndarray:
 
     Args:
         img: ``(H, W, 3)`` float32/float64 in ``[0, 1]``.
-        factor: ``>= 0``.
+        factor: in ``[0, 100]`` (:data:`MAX_FACTOR`).
 
     Returns:
         ``(H, W, 3)`` array of ``img``'s dtype in ``[0, 1]``.
 
     Raises:
-        ValueError: negative or non-finite ``factor``.
+        ValueError: ``factor`` outside ``[0, 100]`` or non-finite.
     """
-    x, dtype = check_image(img)
-    factor = _real(factor, "factor", lo=0.0)
+    x, dtype = _as_f64(img)
+    factor = _real(factor, "factor", lo=0.0, hi=MAX_FACTOR)
     if factor == 1:
         return _out(x, dtype)
     m = float(_luma(x).mean())
@@ -622,16 +665,16 @@ def saturation(img: np.ndarray, factor: float) -> np.ndarray:
 
     Args:
         img: ``(H, W, 3)`` float32/float64 in ``[0, 1]``.
-        factor: ``>= 0``.
+        factor: in ``[0, 100]`` (:data:`MAX_FACTOR`).
 
     Returns:
         ``(H, W, 3)`` array of ``img``'s dtype in ``[0, 1]``.
 
     Raises:
-        ValueError: negative or non-finite ``factor``.
+        ValueError: ``factor`` outside ``[0, 100]`` or non-finite.
     """
-    x, dtype = check_image(img)
-    factor = _real(factor, "factor", lo=0.0)
+    x, dtype = _as_f64(img)
+    factor = _real(factor, "factor", lo=0.0, hi=MAX_FACTOR)
     if factor == 1:
         return _out(x, dtype)
     g = _luma(x)[:, :, None]
@@ -753,7 +796,7 @@ def chain(img: np.ndarray, steps: Sequence[tuple[str, Mapping[str, Any]]]) -> np
         ValueError: a malformed step, an unknown name (the message lists the valid ones),
             an unknown or missing parameter, or any error of the step's own function.
     """
-    x, dtype = check_image(img)
+    x, dtype = _as_f64(img)
     for index, step in enumerate(steps):
         if isinstance(step, (str, bytes)) or not isinstance(step, Sequence) or len(step) != 2:
             raise ValueError(f"step {index} must be a (name, params) pair; got {step!r}")

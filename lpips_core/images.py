@@ -9,6 +9,9 @@ gigantic images, PDFs renamed ``.png``. :func:`load_image` turns each of them in
   reports (format, mode, bit depth, alpha, EXIF orientation, frames, resizing); or
 * an :class:`ImageLoadError` whose message says what was wrong and what to do.
 
+:func:`check_image` states the library's one image contract, which every loaded array meets:
+``(H, W, 3)`` float, finite, in ``[0, 1]``.
+
 Nothing but :class:`ImageLoadError` escapes for a bad *file*. Programming errors in the
 *options* (a negative ``max_side``, an unknown ``small=``) raise ``ValueError``/``TypeError``
 as everywhere else in ``lpips_core``.
@@ -25,6 +28,10 @@ Safety choices, stated once:
   first (its hard error is at twice that global, about 179 MP), its
   ``DecompressionBombError``/``DecompressionBombWarning`` is reported as :class:`ImageLoadError`
   too. A ``max_pixels`` above Pillow's hard limit therefore has no effect beyond it.
+* **Only regular files** are read from a path: ``os.stat`` is checked *before* the file is
+  opened, so a directory, a named pipe (which would block forever), a device such as
+  ``/dev/zero`` (endless) or a socket is refused unread, and so is a file larger than
+  :data:`MAX_FILE_BYTES`.
 * **Truncated files** are refused: ``PIL.ImageFile.LOAD_TRUNCATED_IMAGES`` is never set, so a
   half-downloaded file is not silently padded with grey.
 * **Resizing.** An image whose longer side exceeds ``max_side`` (default 2048) is downscaled,
@@ -58,8 +65,9 @@ import io
 import math
 import os
 import re
+import stat
 from dataclasses import dataclass
-from typing import BinaryIO, Literal, Sequence, Union
+from typing import Any, BinaryIO, Literal, Sequence, Union
 
 import numpy as np
 from PIL import Image, UnidentifiedImageError
@@ -67,10 +75,14 @@ from PIL import Image, UnidentifiedImageError
 __all__ = [
     "DEFAULT_MAX_PIXELS",
     "DEFAULT_MAX_SIDE",
+    "MAX_FILE_BYTES",
     "MIN_INPUT_SIDE",
+    "RANGE_SLACK",
     "ImageLoadError",
     "LoadedImage",
     "array_from_uint8",
+    "check_image",
+    "check_range",
     "image_to_png_bytes",
     "load_image",
     "min_side_for",
@@ -81,6 +93,16 @@ DEFAULT_MAX_SIDE: int = 2048
 
 DEFAULT_MAX_PIXELS: int = 80_000_000
 """Default limit on width x height read from the header; larger images are refused unread."""
+
+MAX_FILE_BYTES: int = 512 * 2**20
+"""Largest file :func:`load_image` reads from a path (512 MiB, checked with ``os.stat`` first).
+
+An 80-megapixel image (:data:`DEFAULT_MAX_PIXELS`) stored uncompressed as 16-bit RGB TIFF is
+about 480 MiB, so every image the loader accepts fits; a multi-gigabyte (or sparse) file is
+refused before a byte is read."""
+
+RANGE_SLACK: float = 1e-6
+"""Rounding slack of the image contract: values in ``[-1e-6, 1 + 1e-6]`` count as ``[0, 1]``."""
 
 MIN_INPUT_SIDE: dict[str, int] = {"alex": 31, "vgg": 16, "squeeze": 17}
 """Smallest side (in pixels, per dimension) each LPIPS backbone accepts.
@@ -121,6 +143,74 @@ def min_side_for(net: str) -> int:
         raise ValueError(
             f"unknown backbone {net!r}; expected one of {sorted(MIN_INPUT_SIDE)}"
         ) from None
+
+
+def check_image(img: Any, *, name: str = "image", gray: bool = False) -> np.ndarray:
+    """Check the library's one image contract and return ``img`` itself (no copy).
+
+    The contract, used by :func:`lpips_core.conventions.to_input`, the distortions and the
+    classic metrics: a NumPy array of shape ``(H, W, 3)`` (or ``(H, W)`` grey when ``gray``)
+    with ``H, W >= 1``, of a floating dtype (float16/32/64), every value finite and in
+    ``[0, 1]`` (within :data:`RANGE_SLACK`). 8-bit data is not guessed: divide it by 255, or
+    read files with :func:`load_image`, which returns arrays that satisfy the contract.
+
+    Args:
+        img: the array to check.
+        name: the argument name used in error messages.
+        gray: also accept a 2-D ``(H, W)`` array.
+
+    Returns:
+        ``img``, unchanged.
+
+    Raises:
+        TypeError: not a NumPy array, or not a floating dtype (e.g. ``uint8``).
+        ValueError: another shape, non-finite values, or values outside ``[0, 1]`` (the
+            message gives the min and max it got and what to do).
+
+    Example:
+        >>> check_image(np.full((2, 2, 3), 0.5, np.float32)).shape
+        (2, 2, 3)
+        >>> check_image(np.full((2, 2, 3), 255.0))  # says "divide by 255"  # doctest: +SKIP
+    """
+    shapes = "(H, W, 3) or (H, W)" if gray else "(H, W, 3)"
+    if not isinstance(img, np.ndarray):
+        raise TypeError(f"{name} must be a numpy array of shape {shapes}; got {type(img).__name__}")
+    if not np.issubdtype(img.dtype, np.floating):
+        raise TypeError(
+            f"{name} must be float32 or float64 (any float dtype) with values in [0, 1]; got dtype "
+            f"{img.dtype}. Convert 8-bit data with img.astype(np.float32) / 255, or read the file "
+            "with lpips_core.images.load_image."
+        )
+    ok_ndim = img.ndim == 3 and img.shape[2] == 3 or (gray and img.ndim == 2)
+    if not ok_ndim or img.shape[0] < 1 or img.shape[1] < 1:
+        raise ValueError(f"{name} must have shape {shapes}; got shape {img.shape}")
+    if not np.isfinite(img).all():
+        raise ValueError(f"{name} contains non-finite values (nan or inf)")
+    check_range(float(img.min()), float(img.max()), name=name)
+    return img
+
+
+def check_range(lo: float, hi: float, *, name: str = "image") -> None:
+    """Raise the contract's ``ValueError`` unless ``[lo, hi]`` lies in ``[0, 1]`` (with slack).
+
+    Used by :func:`check_image` and, with a tensor's min and max, by
+    :func:`lpips_core.conventions.to_input`, so both say the same thing.
+
+    Raises:
+        ValueError: ``lo < -RANGE_SLACK`` or ``hi > 1 + RANGE_SLACK``; the message names the
+            range it got and the likely fix (divide by 255 for [0, 255] data, ``(x + 1) / 2``
+            for [-1, 1] data).
+    """
+    if lo >= -RANGE_SLACK and hi <= 1 + RANGE_SLACK:
+        return
+    if lo >= -RANGE_SLACK and hi <= 255 + RANGE_SLACK:
+        advice = (" It looks like 8-bit values in [0, 255]: divide by 255, or read the file with "
+                  "lpips_core.images.load_image.")
+    elif lo >= -1 - RANGE_SLACK and hi <= 1 + RANGE_SLACK:
+        advice = " It looks like an image in [-1, 1]: map it to [0, 1] with (x + 1) / 2."
+    else:
+        advice = " Scale it to [0, 1] first."
+    raise ValueError(f"{name} values must lie in [0, 1]; got min={lo:.6g}, max={hi:.6g}.{advice}")
 
 
 class ImageLoadError(ValueError):
@@ -427,8 +517,13 @@ def _read_source(source) -> tuple[bytes, str]:
             path = os.fsdecode(path)
         name = path
         try:
-            with open(path, "rb") as handle:
+            _check_regular(os.stat(path), name)  # before opening: a FIFO or device never blocks
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+            with os.fdopen(fd, "rb") as handle:
+                _check_regular(os.fstat(handle.fileno()), name)  # replaced since the stat?
                 return handle.read(), name
+        except ImageLoadError:
+            raise
         except FileNotFoundError as exc:
             raise ImageLoadError(f"No such file: '{name}'. Check the path.") from exc
         except IsADirectoryError as exc:
@@ -439,7 +534,7 @@ def _read_source(source) -> tuple[bytes, str]:
             raise ImageLoadError(
                 f"Permission denied reading '{name}'. Check the file's permissions."
             ) from exc
-        except OSError as exc:
+        except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
             raise ImageLoadError(f"Could not read '{name}': {exc}.") from exc
     if hasattr(source, "getvalue") or hasattr(source, "read"):
         raw_name = getattr(source, "name", "")
@@ -469,6 +564,32 @@ def _read_source(source) -> tuple[bytes, str]:
         "source must be a path, bytes or a binary file-like object, "
         f"got {type(source).__name__}"
     )
+
+
+def _check_regular(st: os.stat_result, name: str) -> None:
+    """Refuse anything but a regular file of at most :data:`MAX_FILE_BYTES`, before reading it."""
+    mode = st.st_mode
+    if stat.S_ISDIR(mode):
+        raise ImageLoadError(f"'{name}' is a directory, not an image file. Give the path of a file.")
+    if not stat.S_ISREG(mode):
+        kind = next((what for test, what in _NOT_REGULAR if test(mode)), "not a regular file")
+        raise ImageLoadError(
+            f"'{name}' is {kind}, not an image file, so it was not read. Give the path of an "
+            "image file."
+        )
+    if st.st_size > MAX_FILE_BYTES:
+        raise ImageLoadError(
+            f"'{name}' is {st.st_size / 2**20:,.0f} MiB, more than the {MAX_FILE_BYTES // 2**20} MiB "
+            "an image file may have here, so it was not read. Downscale or re-compress it."
+        )
+
+
+_NOT_REGULAR = (
+    (stat.S_ISFIFO, "a named pipe (FIFO)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
 
 
 def _unidentified_message(data: bytes, label: str) -> str:

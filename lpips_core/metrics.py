@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 from skimage.metrics import structural_similarity
 
-from lpips_core.distortions import check_image
+from lpips_core.images import check_image
 
 __all__ = ["mse", "psnr", "ssim", "SSIM_WINDOW"]
 
@@ -21,8 +21,8 @@ SSIM_WINDOW = 11
 
 
 def _pair(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    x, _ = check_image(a, name="a")
-    y, _ = check_image(b, name="b")
+    x = check_image(a, name="a").astype(np.float64, copy=False)
+    y = check_image(b, name="b").astype(np.float64, copy=False)
     if x.shape != y.shape:
         raise ValueError(f"a and b must have the same shape; got {x.shape} and {y.shape}")
     return x, y

@@ -416,7 +416,7 @@ def test_gaussian_blur_rejects_negative_sigma(img):
 
 
 def test_gaussian_blur_rejects_negative_radius(img):
-    with pytest.raises(ValueError, match="radius must be >= 0; got -2"):
+    with pytest.raises(ValueError, match=r"radius must be in \[0, 64\]; got -2"):
         D.gaussian_blur(img, 1, radius=-2)
 
 
@@ -461,7 +461,7 @@ def test_noise_rejects_none_seed(img):
 
 
 def test_block_dct_rejects_zero_q(img):
-    with pytest.raises(ValueError, match="q must be > 0.0; got 0.0"):
+    with pytest.raises(ValueError, match="q must be >= 1e-12; got 0.0"):
         D.block_dct(img, 0)
 
 
@@ -471,7 +471,7 @@ def test_block_dct_rejects_infinite_q(img):
 
 
 def test_block_dct_rejects_block_one(img):
-    with pytest.raises(ValueError, match="block must be >= 2; got 1"):
+    with pytest.raises(ValueError, match=r"block must be in \[2, 64\]; got 1"):
         D.block_dct(img, 0.1, block=1)
 
 
@@ -561,5 +561,135 @@ def test_chain_rejects_non_dict_params(img):
 
 
 def test_chain_propagates_step_errors(img):
-    with pytest.raises(ValueError, match="q must be > 0.0; got -1.0"):
+    with pytest.raises(ValueError, match="q must be >= 1e-12; got -1.0"):
         D.chain(img, [("block_dct", {"q": -1})])
+
+
+# ------------------------------------------------------------- bounds: hostile parameters
+from lpips_core.images import check_image  # noqa: E402
+
+
+def test_check_image_is_the_one_contract():
+    from lpips_core import images
+
+    assert D.check_image is images.check_image
+
+
+@pytest.mark.parametrize("fn, kwargs, match", [
+    (D.shift, {"dx": 1e6 + 1}, r"dx must be <= 1000000.0; got 1000001.0"),
+    (D.shift, {"dx": 0, "dy": -2e6}, r"dy must be >= -1000000.0; got -2000000.0"),
+    (D.shift, {"dx": 10**400}, r"dx must be finite"),
+    (D.gaussian_blur, {"sigma": 16.5}, r"sigma must be <= 16.0; got 16.5"),
+    (D.gaussian_blur, {"sigma": 1.0, "radius": 65}, r"radius must be in \[0, 64\]; got 65"),
+    (D.gaussian_blur, {"sigma": 1e308}, r"sigma must be <= 16.0"),
+    (D.kernel_blur, {"kernel": [1e308, -1e308, 1e308]}, r"kernel taps must lie in \[-100, 100\]"),
+    (D.kernel_blur, {"kernel": [0.0] * 100_001}, r"kernel must have at most 63 taps; got 100001"),
+    (D.kernel_blur, {"kernel": [1.0 / 65] * 65}, r"at most 63 taps; got 65"),
+    (D.kernel_blur, {"kernel": ["a", "b", "c"]}, r"1-D sequence of numbers"),
+    (D.kernel_blur, {"kernel": 3.0}, r"1-D sequence of odd length; got 3.0"),
+    (D.gaussian_noise, {"sigma": 1.5, "seed": 0}, r"sigma must be <= 1.0; got 1.5"),
+    (D.resample, {"factor": 17.0}, r"factor must be <= 16.0; got 17.0"),
+    (D.block_dct, {"q": 1e-300}, r"q must be >= 1e-12; got 1e-300"),
+    (D.block_dct, {"q": 1e308, "table": "jpeg"}, r"q must be <= 1000000.0; got 1e\+308"),
+    (D.block_dct, {"q": 0.1, "block": 10**9}, r"block must be in \[2, 64\]; got 1000000000"),
+    (D.contrast, {"factor": 1e308}, r"factor must be <= 100.0"),
+    (D.saturation, {"factor": 101}, r"factor must be <= 100.0; got 101.0"),
+])
+def test_hostile_parameters_are_value_errors(img, fn, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        fn(img, **kwargs)
+
+
+def test_extreme_kernel_taps_in_a_chain_are_refused_at_once():
+    """The lab's free-text taps ``1e308, -1e308, 1e308`` once gave NaN (``inf - inf``), and a
+    100,001-tap kernel kept a server busy for minutes: both are now immediate ValueErrors."""
+    import time
+
+    big = np.random.default_rng(0).random((512, 512, 3))
+    for kernel in ([1e308, -1e308, 1e308], [1.0 / 100_001] * 100_001):
+        start = time.perf_counter()
+        with pytest.raises(ValueError, match="kernel"):
+            D.chain(big, [("gaussian_blur", {"sigma": 1.0}), ("kernel_blur", {"kernel": kernel})])
+        assert time.perf_counter() - start < 2.0
+
+
+def _limit_params() -> list[tuple[str, dict]]:
+    """Every distortion with each numeric parameter at each end of its hard limits."""
+    lo_hi = {
+        "shift": {"dx": (-D.MAX_OFFSET, D.MAX_OFFSET - 0.5), "dy": (-D.MAX_OFFSET + 0.25, D.MAX_OFFSET)},
+        "gaussian_blur": {"sigma": (0.0, D.MAX_SIGMA), "radius": (0, D.MAX_RADIUS)},
+        "kernel_blur": {"kernel": ([D.MAX_TAP, -D.MAX_TAP, D.MAX_TAP], [D.MAX_TAP, -D.MAX_TAP] * 31 + [D.MAX_TAP])},
+        "gaussian_noise": {"sigma": (0.0, D.MAX_NOISE_SIGMA)},
+        "block_dct": {"q": D.DCT_Q_RANGE, "block": (2, D.MAX_BLOCK)},
+        "jpeg": {"quality": (1, 100)},
+        "brightness": {"delta": (-1.0, 1.0)},
+        "contrast": {"factor": (0.0, D.MAX_FACTOR)},
+        "saturation": {"factor": (0.0, D.MAX_FACTOR)},
+        "rotate": {"degrees": (-1e300, 1e300)},
+        "resample": {"factor": (1.0, D.MAX_RESAMPLE_FACTOR)},
+    }
+    assert sorted(lo_hi) == sorted(D.DISTORTIONS)
+    cases = []
+    for name, params in lo_hi.items():
+        for pname, ends in params.items():
+            for value in ends:
+                kw = {**_defaults(name), pname: value}
+                if name == "block_dct" and kw.get("block") != 8:
+                    kw["table"] = "uniform"
+                cases.append((name, kw))
+    cases.append(("block_dct", {"q": D.DCT_Q_RANGE[1], "table": "jpeg"}))
+    cases.append(("block_dct", {"q": D.DCT_Q_RANGE[0], "table": "jpeg"}))
+    return cases
+
+
+@pytest.mark.parametrize("name, kwargs", _limit_params())
+def test_every_output_meets_the_image_contract_at_the_limits(name, kwargs):
+    """At both ends of every hard limit, on an image with exact 0s and 1s, the output is finite
+    and in [0, 1] (the contract holds), with the input's shape and dtype."""
+    img = np.random.default_rng(5).random((20, 24, 3))
+    img[:4] = 0.0
+    img[-4:] = 1.0
+    out = D.DISTORTIONS[name](img, **kwargs)
+    assert check_image(out) is out
+    assert out.shape == img.shape and out.dtype == img.dtype
+
+
+def test_a_chain_of_every_distortion_at_its_limits_stays_finite():
+    img = np.random.default_rng(6).random((24, 24, 3)).astype(np.float32)
+    steps = [(name, kw) for name, kw in _limit_params()]
+    out = D.chain(img, steps)
+    assert check_image(out) is out and out.dtype == np.float32
+
+
+@pytest.mark.parametrize("name", sorted(D.PARAMS))
+def test_ui_ranges_lie_inside_the_hard_limits(name):
+    """PARAMS offers a range that each function accepts at both ends (so no UI can ask for a
+    refused value) and that is inside the module's limits."""
+    limits = {("shift", "dx"): D.MAX_OFFSET, ("shift", "dy"): D.MAX_OFFSET, ("gaussian_blur", "sigma"): D.MAX_SIGMA,
+              ("gaussian_blur", "radius"): D.MAX_RADIUS, ("gaussian_noise", "sigma"): D.MAX_NOISE_SIGMA,
+              ("block_dct", "q"): D.DCT_Q_RANGE[1], ("block_dct", "block"): D.MAX_BLOCK,
+              ("contrast", "factor"): D.MAX_FACTOR, ("saturation", "factor"): D.MAX_FACTOR,
+              ("resample", "factor"): D.MAX_RESAMPLE_FACTOR}
+    for pname, spec in D.PARAMS[name].items():
+        if (name, pname) in limits:
+            assert abs(spec.min) <= limits[name, pname] and abs(spec.max) <= limits[name, pname]
+
+
+@pytest.mark.parametrize("boundary", D.BOUNDARIES)
+@pytest.mark.parametrize("n", [1, 2, 5])
+def test_kernel_longer_than_the_image_equals_pad_then_valid(boundary, n):
+    """The C correlation equals the definition (numpy.pad by r, then a 'valid' correlation)
+    even when the kernel (63 taps) is far wider than the image."""
+    rng = np.random.default_rng(n)
+    x = rng.random((n, n + 2, 3))
+    taps = rng.random(63)
+    taps /= taps.sum()
+    r = 31
+    expected = x
+    for axis in (0, 1):
+        pad = [(0, 0)] * 3
+        pad[axis] = (r, r)
+        padded = np.pad(expected, pad, mode=boundary)
+        size = expected.shape[axis]
+        expected = sum(w * np.take(padded, np.arange(t, t + size), axis=axis) for t, w in enumerate(taps[::-1]))
+    np.testing.assert_allclose(D.kernel_blur(x, taps, boundary=boundary), np.clip(expected, 0, 1), atol=1e-13)

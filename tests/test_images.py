@@ -489,3 +489,213 @@ def test_min_side_for():
     assert min_side_for("squeeze") == 17
     with pytest.raises(ValueError, match=r"unknown backbone 'resnet'"):
         min_side_for("resnet")
+
+
+# --------------------------------------------------------------------- non-regular files
+def _load_in_thread(path) -> BaseException | None:
+    """``load_image(path)`` in a daemon thread: the raised error, or a failure if it blocks."""
+    import threading
+
+    box: list = []
+
+    def target():
+        try:
+            load_image(path)
+        except BaseException as exc:  # noqa: BLE001 - handed back to the test
+            box.append(exc)
+        else:
+            box.append(None)
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(timeout=10)
+    assert not thread.is_alive(), f"load_image({path}) blocked"
+    return box[0]
+
+
+def test_fifo_is_refused_without_blocking(tmp_path):
+    import os
+
+    fifo = tmp_path / "pipe.png"
+    os.mkfifo(fifo)
+    exc = _load_in_thread(fifo)
+    assert isinstance(exc, ImageLoadError)
+    assert re.search(r"pipe\.png' is a named pipe \(FIFO\), not an image file, so it was not read", str(exc))
+
+
+@pytest.mark.parametrize("device", ["/dev/zero", "/dev/null", "/dev/urandom"])
+def test_character_device_is_refused_unread(device):
+    exc = _load_in_thread(device)
+    assert isinstance(exc, ImageLoadError)
+    assert str(exc).startswith(f"'{device}' is a character device, not an image file")
+
+
+def test_socket_is_refused(tmp_path):
+    import socket
+
+    path = tmp_path / "s.png"
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind(str(path))
+        with pytest.raises(ImageLoadError, match="is a socket, not an image file"):
+            load_image(path)
+
+
+def test_huge_file_is_refused_unread(tmp_path):
+    """A sparse file one byte over MAX_FILE_BYTES: refused from os.stat, nothing is read."""
+    from lpips_core.images import MAX_FILE_BYTES
+
+    path = tmp_path / "huge.bmp"
+    with open(path, "wb") as handle:
+        handle.truncate(MAX_FILE_BYTES + 1)
+    start = time.perf_counter()
+    with pytest.raises(ImageLoadError, match=r"huge\.bmp' is 512 MiB, more than the 512 MiB"):
+        load_image(path)
+    assert time.perf_counter() - start < 1.0
+
+
+def test_symlink_to_an_image_is_read(tmp_path):
+    target = tmp_path / "real.png"
+    target.write_bytes(_png(Image.new("RGB", (2, 2), (0, 255, 0))))
+    link = tmp_path / "link.png"
+    link.symlink_to(target)
+    np.testing.assert_array_equal(load_image(link).array, np.broadcast_to([0.0, 1.0, 0.0], (2, 2, 3)))
+
+
+def test_nul_in_path_is_an_image_load_error():
+    with pytest.raises(ImageLoadError, match="Could not read"):
+        load_image("bad\0name.png")
+
+
+# --------------------------------------------------------------------- the image contract
+from lpips_core.images import RANGE_SLACK, check_image, check_range  # noqa: E402
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_contract_accepts_float_images_and_returns_them(dtype):
+    img = np.linspace(0, 1, 2 * 3 * 3, dtype=dtype).reshape(2, 3, 3)
+    assert check_image(img) is img
+    gray = np.zeros((4, 5), dtype)
+    assert check_image(gray, gray=True) is gray
+
+
+def test_contract_slack_is_one_millionth():
+    img = np.full((1, 1, 3), 1.0 + RANGE_SLACK)
+    img[0, 0, 0] = -RANGE_SLACK
+    assert check_image(img) is img
+    with pytest.raises(ValueError, match=r"got min=-2e-06, max=1"):
+        check_image(img - RANGE_SLACK)
+
+
+@pytest.mark.parametrize("bad, error, match", [
+    (np.zeros((2, 2, 3), np.uint8), TypeError,
+     r"image must be float32 or float64 \(any float dtype\) .*got dtype uint8\. .*/ 255, or read the file with "
+     r"lpips_core\.images\.load_image"),
+    (np.zeros((2, 2, 3), bool), TypeError, r"got dtype bool"),
+    ([[[0.0, 0.0, 0.0]]], TypeError, r"image must be a numpy array of shape \(H, W, 3\); got list"),
+    (np.zeros((2, 2)), ValueError, r"image must have shape \(H, W, 3\); got shape \(2, 2\)"),
+    (np.zeros((3, 8, 8)), ValueError, r"got shape \(3, 8, 8\)"),
+    (np.zeros((0, 8, 3)), ValueError, r"got shape \(0, 8, 3\)"),
+    (np.zeros((2, 2, 4)), ValueError, r"got shape \(2, 2, 4\)"),
+    (np.array([[[0.0, np.nan, 0.0]]]), ValueError, r"image contains non-finite values \(nan or inf\)"),
+    (np.array([[[0.0, np.inf, 0.0]]]), ValueError, r"non-finite"),
+    (np.full((2, 2, 3), 255.0), ValueError,
+     r"image values must lie in \[0, 1\]; got min=255, max=255\. It looks like 8-bit values in \[0, 255\]: "
+     r"divide by 255"),
+    (np.full((2, 2, 3), -1.0), ValueError, r"got min=-1, max=-1\. It looks like an image in \[-1, 1\]: .*\(x \+ 1\) / 2"),
+    (np.full((2, 2, 3), 1000.0), ValueError, r"got min=1000, max=1000\. Scale it to \[0, 1\] first"),
+])
+def test_contract_refusals(bad, error, match):
+    with pytest.raises(error, match=match):
+        check_image(bad)
+
+
+def test_contract_names_the_argument():
+    with pytest.raises(ValueError, match=r"^ref values must lie in \[0, 1\]"):
+        check_image(np.full((1, 1, 3), 2.0), name="ref")
+
+
+def test_check_range_alone():
+    check_range(0.0, 1.0)
+    with pytest.raises(ValueError, match=r"^x values must lie in \[0, 1\]; got min=0, max=254\.5\. It looks like 8-bit"):
+        check_range(0.0, 254.5, name="x")
+
+
+def test_every_loaded_image_meets_the_contract():
+    for case in CASES:
+        if case.expect == "error":
+            continue
+        loaded = load_image(case.data, **case.kwargs)
+        assert check_image(loaded.array) is loaded.array, case.name
+
+
+# ------------------------------------------------------- the contract at conventions.to_input
+def test_to_input_refuses_a_0_255_float_image_as_if_0_1():
+    """The app's central mistake must not happen silently in the library: a float image in
+    [0, 255] passed as [0, 1] raises, with the range it got and the fix."""
+    from lpips_core.conventions import to_input
+
+    img255 = np.random.default_rng(0).random((8, 8, 3)) * 255
+    lo, hi = img255.min(), img255.max()
+    with pytest.raises(ValueError, match=rf"img values must lie in \[0, 1\]; got min={lo:.6g}, max={hi:.6g}\. "
+                                         r"It looks like 8-bit values in \[0, 255\]: divide by 255, or read the file "
+                                         r"with lpips_core\.images\.load_image"):
+        to_input(img255)
+    # the fix works, and equals the hand-scaled definition 2 x - 1
+    out = to_input(img255 / 255)
+    np.testing.assert_allclose(out[0].permute(1, 2, 0).numpy(), (img255 / 255) * 2 - 1, atol=1e-6)
+
+
+@pytest.mark.parametrize("convention", ["[-1,1]", "[0,1]", "[0,255]"])
+def test_to_input_tensor_gets_the_same_range_check(convention):
+    import torch
+
+    from lpips_core.conventions import to_input
+
+    with pytest.raises(ValueError, match=r"img values must lie in \[0, 1\]; got min=0, max=255\. It looks like 8-bit"):
+        to_input(torch.linspace(0, 255, 48).reshape(1, 3, 4, 4), convention=convention)
+    with pytest.raises(ValueError, match=r"got min=-1, max=1\. It looks like an image in \[-1, 1\]"):
+        to_input(torch.linspace(-1, 1, 48).reshape(1, 3, 4, 4), convention=convention)
+    with pytest.raises(ValueError, match="non-finite"):
+        to_input(torch.full((1, 3, 4, 4), float("nan")), convention=convention)
+    with pytest.raises(TypeError, match="float tensor in \\[0, 1\\], got dtype torch.uint8"):
+        to_input(torch.zeros((1, 3, 4, 4), dtype=torch.uint8), convention=convention)
+    with pytest.raises(ValueError, match=r"tensor \(N, 3, H, W\) in \[0, 1\], got shape \(3, 4, 4\)"):
+        to_input(torch.zeros((3, 4, 4)), convention=convention)
+    x = torch.linspace(0, 1, 48).reshape(1, 3, 4, 4)
+    scale = {"[-1,1]": (2.0, -1.0), "[0,1]": (1.0, 0.0), "[0,255]": (255.0, 0.0)}[convention]
+    torch.testing.assert_close(to_input(x, convention=convention), x * scale[0] + scale[1])
+
+
+@pytest.mark.parametrize("bad, error", [
+    (np.zeros((4, 4, 3), np.uint8), TypeError), (np.full((4, 4), 2.0), ValueError),
+    (np.full((4, 4, 3), np.nan), ValueError), (np.zeros((4, 4, 2)), ValueError),
+])
+def test_to_input_numpy_refusals_follow_the_contract(bad, error):
+    from lpips_core.conventions import to_input
+
+    with pytest.raises(error) as raised:
+        to_input(bad)
+    with pytest.raises(error) as direct:
+        check_image(bad, name="img", gray=True)
+    assert str(raised.value) == str(direct.value)
+
+
+def test_literal_types_name_the_closed_choices():
+    import typing
+
+    from lpips_core import conventions as C
+
+    assert typing.get_args(C.Convention) == C.CONVENTIONS == ("[-1,1]", "[0,1]", "[0,255]")
+    assert typing.get_args(C.ResizeMethod) == C.RESIZE_METHODS == ("bilinear", "bicubic", "nearest", "area")
+    hints = typing.get_type_hints(C.to_input)
+    assert hints["convention"] == C.Convention and hints["method"] == C.ResizeMethod
+
+
+def test_one_luma_definition():
+    """BT.601 luma is defined once (conventions.LUMA); the distortions use it."""
+    from lpips_core import conventions as C
+    from lpips_core import distortions as D
+
+    assert C.LUMA == (0.299, 0.587, 0.114)
+    img = np.random.default_rng(1).random((4, 4, 3))
+    np.testing.assert_allclose(D.saturation(img, 0.0)[:, :, 0], img @ np.array(C.LUMA))
