@@ -105,13 +105,12 @@ def lab_successor(ref: np.ndarray, dist: np.ndarray, metric: str, net: str, _mod
     ST-LPIPS: as :func:`lab_lpips` (per-layer terms and maps). DISTS: its per-stage texture and
     structure terms (no maps).
     """
-    if metric == "dists":
-        r = metric_many(_model, ref, [dist], metric=metric)
-        return {"total": float(r.total[0]), "texture": r.texture[0].numpy(), "structure": r.structure[0].numpy(),
-                "stage_names": tuple(r.stage_names)}
-    r = metric_many(_model, ref, [dist], metric=metric, spatial=True)
-    return {"total": float(r.total[0]), "per_layer": r.per_layer[0].numpy(), "layer_names": tuple(r.layer_names),
-            "layer_maps": r.layer_maps[0].numpy()}
+    r = metric_many(_model, ref, [dist], metric=metric, spatial=_model.has_maps)
+    out = {"total": float(r.total[0]), "per_layer": r.per_layer[0].numpy(), "layer_names": tuple(r.layer_names),
+           "components": {k: v[0].numpy() for k, v in r.components.items()}}
+    if r.layer_maps is not None:
+        out["layer_maps"] = r.layer_maps[0].numpy()
+    return out
 
 
 SUCCESSOR_NOTES = {"stlpips": "shift-tolerant checkpoint, inputs in [-1,1]", "dists": "inputs in [0,1]"}
@@ -205,7 +204,7 @@ st.download_button("Download the metrics (CSV)", csv, file_name="lpips_metrics.c
                    key="lab_csv")
 
 layered = {sid: r for sid, r in succ_results.items() if "layer_maps" in r}  # ST-LPIPS: layers and maps
-staged = {sid: r for sid, r in succ_results.items() if "stage_names" in r}  # DISTS: stage terms
+staged = {sid: r for sid, r in succ_results.items() if {"texture", "structure"} <= set(r["components"])}  # DISTS
 if not results and not layered and not staged:
     st.info("No LPIPS backbone is available: the per-layer bars and maps need one.")
     st.stop()
@@ -223,7 +222,7 @@ if results or layered:
                    "bar's height is the ST-LPIPS value.")
 for sid, r in staged.items():
     st.plotly_chart(
-        dists_stage_bars(r["stage_names"], r["texture"], r["structure"], label="DISTS",
+        dists_stage_bars(r["layer_names"], r["components"]["texture"], r["components"]["structure"], label="DISTS",
                          title=f"{pagekit.successor_label(sid)} = {r['total']:.4f}: texture and structure terms "
                                "per stage, all of them summed"),
         key=f"lab_{sid.replace('-', '_')}_fig",

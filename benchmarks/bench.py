@@ -194,7 +194,7 @@ def sweep_case(net, ours, ref, device, repeat, *, warm: bool) -> Case:
 
     def run_ours():
         if not warm:
-            ours._ref_cache.clear()
+            ours.ref_cache.clear()
         return ours.compare_batch(x, batch).total
 
     x_in, batch_in = (x - ours.shift) / ours.scale, (batch - ours.shift) / ours.scale

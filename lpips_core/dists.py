@@ -16,7 +16,7 @@ covariance ``σ_xy`` of the two maps)::
 
 Because the weights sum to one, ``D = Σ_i [T_i + S_i]`` with the per-stage terms
 ``T_i = Σ_j α_ij (1 − l_ij)`` (texture) and ``S_i = Σ_j β_ij (1 − s_ij)`` (structure), which
-:class:`DISTSResult` reports so a page can show where the distance comes from.
+the result reports (``per_layer``, and ``components["texture"]``/``["structure"]``) so a page can show where the distance comes from.
 
 Input convention: images in **[0, 1]** (the reference ``DISTS_pytorch`` feeds
 ``torchvision.transforms.ToTensor()`` output). This is not LPIPS's ``[-1, 1]``.
@@ -39,7 +39,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .backbones import Backbone
-from .model import check_input, resolve_device
+from .protocol import Features, LearnedMetric, MetricResult
 from .weights import WeightsUnavailable, load_backbone_weights
 
 __all__ = ["C1", "C2", "DISTS", "DISTSFeatures", "DISTSResult", "L2Pool", "STAGE_NAMES", "alpha_beta_path"]
@@ -99,68 +99,39 @@ def fix_message() -> str:
 
 
 def _alpha_beta(path: Path) -> tuple[torch.Tensor, torch.Tensor]:
-    sd = torch.load(path, map_location="cpu", weights_only=True)
-    if not isinstance(sd, dict) or "alpha" not in sd or "beta" not in sd:
-        raise ValueError(f"{path} does not hold DISTS 'alpha' and 'beta'")
-    alpha, beta = sd["alpha"].float().reshape(-1), sd["beta"].float().reshape(-1)
-    if alpha.numel() != sum(STAGE_CHANNELS) or beta.numel() != sum(STAGE_CHANNELS):
-        raise ValueError(
-            f"{path}: alpha/beta have {alpha.numel()}/{beta.numel()} entries, expected {sum(STAGE_CHANNELS)}"
-        )
+    """DISTS's α and β, each ``(sum(STAGE_CHANNELS),)`` = ``(1475,)`` float32, from ``path``.
+
+    Raises:
+        WeightsUnavailable: the file is unreadable, not a checkpoint, or lacks α/β of that size or
+            finite values; the message names ``path`` and the fix.
+    """
+    from .weights import load_torch_file
+
+    fix = (f"Replace it: reinstall with 'pip install --force-reinstall --no-deps {_PIN}', "
+           f"or pass a good alpha_beta file.")
+    sd = load_torch_file(path, what="DISTS alpha/beta file", fix=fix, net="dists")
+    n = sum(STAGE_CHANNELS)
+    ab = [sd.get(k) for k in ("alpha", "beta")]
+    if not all(isinstance(t, torch.Tensor) and t.numel() == n for t in ab):
+        got = ["missing" if not isinstance(t, torch.Tensor) else f"{t.numel()} entries" for t in ab]
+        raise WeightsUnavailable(
+            "dists", f"The DISTS alpha/beta file {path} cannot be used: alpha/beta are {got[0]}/{got[1]}, "
+            f"expected {n} entries each. {fix}")
+    alpha, beta = (t.float().reshape(-1) for t in ab)
+    if not bool(torch.isfinite(alpha).all() and torch.isfinite(beta).all()):
+        raise WeightsUnavailable("dists", f"The DISTS alpha/beta file {path} cannot be used: "
+                                 f"alpha/beta hold NaN or infinite values. {fix}")
     return alpha, beta
 
 
-@dataclass(frozen=True, eq=False)
-class DISTSFeatures:
-    """The six stages of a batch of images: ``maps[0]`` the input ``(N, 3, H, W)``, then the taps."""
-
-    maps: tuple[torch.Tensor, ...]
-    input_size: tuple[int, int]
-
-    @property
-    def batch(self) -> int:
-        return self.maps[0].shape[0]
-
-    def __getitem__(self, index) -> "DISTSFeatures":
-        if isinstance(index, int):
-            index = slice(index, index + 1)
-        return DISTSFeatures(tuple(m[index] for m in self.maps), self.input_size)
+#: DISTS features are the protocol's :class:`~lpips_core.protocol.Features` (stage 0 is the input).
+DISTSFeatures = Features
+#: DISTS results are the protocol's :class:`~lpips_core.protocol.MetricResult`: ``per_layer`` holds
+#: the per-stage terms, ``components["texture"]`` and ``components["structure"]`` their two parts.
+DISTSResult = MetricResult
 
 
-@dataclass(frozen=True, eq=False)
-class DISTSResult:
-    """One DISTS comparison, on the CPU.
-
-    Attributes:
-        total: ``(N,)`` the DISTS distance (0 for identical images; at most 1 for non-negative terms).
-        texture: ``(N, S)`` per stage ``Σ_j α_ij (1 − l_ij)``: differences of the channel means.
-        structure: ``(N, S)`` per stage ``Σ_j β_ij (1 − s_ij)``: loss of correlation of the maps.
-        stage_names: the ``S = 6`` stages, ``("input", "relu1_2", …, "relu5_3")``.
-
-    ``texture.sum(1) + structure.sum(1)`` equals ``total`` to float precision.
-    """
-
-    total: torch.Tensor
-    texture: torch.Tensor
-    structure: torch.Tensor
-    stage_names: tuple[str, ...]
-
-    @property
-    def per_stage(self) -> torch.Tensor:
-        """``(N, S)``: texture plus structure term of each stage."""
-        return self.texture + self.structure
-
-    @staticmethod
-    def cat(parts: Sequence["DISTSResult"]) -> "DISTSResult":
-        return DISTSResult(
-            torch.cat([p.total for p in parts]),
-            torch.cat([p.texture for p in parts]),
-            torch.cat([p.structure for p in parts]),
-            parts[0].stage_names,
-        )
-
-
-class DISTS(nn.Module):
+class DISTS(LearnedMetric):
     """DISTS (reference ``DISTS_pytorch`` 0.1) on torchvision's VGG16; frozen, eval mode.
 
     Args:
@@ -186,7 +157,9 @@ class DISTS(nn.Module):
         tensor([0.])
     """
 
+    metric = "dists"
     input_range = "[0,1]"
+    has_maps = False
     stage_names = STAGE_NAMES
 
     def __init__(
@@ -206,7 +179,7 @@ class DISTS(nn.Module):
             ab_path = alpha_beta_path()
             if ab_path is None:
                 raise WeightsUnavailable("dists", fix_message())
-            ab_source = f"{_PIN.replace('==', ' ')}: {ab_path}"
+            ab_source = f"{_PIN.replace('==', ' ')} ({ab_path.name})"
         else:
             ab_path = Path(alpha_beta)
             if not ab_path.is_file():
@@ -222,96 +195,40 @@ class DISTS(nn.Module):
         self.register_buffer("beta", beta / total, persistent=False)
         self.register_buffer("mean", torch.tensor(_MEAN).view(1, 3, 1, 1), persistent=False)
         self.register_buffer("std", torch.tensor(_STD).view(1, 3, 1, 1), persistent=False)
-        self.requires_grad_(False)
-        self.eval()
-        self.device = resolve_device(device)
-        self.to(self.device)
+        self.net = "vgg"
+        self.version = None
+        self.layer_names = STAGE_NAMES
+        self._finish(device, label="DISTS")
 
     def extra_repr(self) -> str:
         return f"device={self.device}, weights={self.weights!r}"
 
-    def train(self, mode: bool = True) -> "DISTS":
-        return super().train(False)  # always eval: there is nothing to train here
+    # ------------------------------------------------------------------ protocol parts
+    def _stages(self, x: torch.Tensor) -> list[torch.Tensor]:
+        """The six stages of ``x`` (``(N, 3, H, W)`` in ``[0, 1]``): the input itself, then the taps."""
+        return [x, *self.backbone((x - self.mean) / self.std)]
 
-    # ------------------------------------------------------------------ features
-    def _check_input(self, x: torch.Tensor, name: str = "x") -> torch.Tensor:
-        return check_input(x, self.device, name=name, value_range=self.input_range)
+    def _prepare(self, stages: list[torch.Tensor]) -> list[torch.Tensor]:
+        # stage 0 is the caller's own tensor: keep a copy, never a reference to it
+        return [stages[0].clone(), *stages[1:]]
 
-    @torch.inference_mode()
-    def features(self, x: torch.Tensor) -> DISTSFeatures:
-        """The six stages of ``x`` (``(N, 3, H, W)`` float in ``[0, 1]``), reusable with
-        :meth:`compare_features`.
-
-        Raises:
-            ValueError: wrong shape (``TypeError`` for a non-float tensor).
-        """
-        x = self._check_input(x)
-        taps = self.backbone((x - self.mean) / self.std)
-        return DISTSFeatures((x, *taps), (x.shape[-2], x.shape[-1]))
-
-    # ------------------------------------------------------------------ comparison
-    def _terms(self, fx: DISTSFeatures, fy: DISTSFeatures) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        if fx.input_size != fy.input_size:
-            raise ValueError(f"features of a {fx.input_size} input and a {fy.input_size} input cannot be compared")
-        if fx.batch != fy.batch and 1 not in (fx.batch, fy.batch):
-            raise ValueError(f"batch sizes {fx.batch} and {fy.batch} do not broadcast")
+    def _terms(self, fx, fy, *, spatial: bool, size: tuple[int, int]):
+        """Per-stage terms ``(N, 6)`` (texture + structure), no maps, and the two components."""
         alphas = self.alpha.split(STAGE_CHANNELS)
         betas = self.beta.split(STAGE_CHANNELS)
-        sim = 0.0
-        texture, structure = [], []
-        for a, b, alpha, beta in zip(fx.maps, fy.maps, alphas, betas):
+        tex, struct = [], []
+        for a, b, alpha, beta in zip(fx, fy, alphas, betas):
             mx, my = a.mean((2, 3)), b.mean((2, 3))
             vx = (a - mx[..., None, None]).pow(2).mean((2, 3))
             vy = (b - my[..., None, None]).pow(2).mean((2, 3))
             cov = (a * b).mean((2, 3)) - mx * my
             lum = (2 * mx * my + C1) / (mx * mx + my * my + C1)
             corr = (2 * cov + C2) / (vx + vy + C2)
-            sim = sim + (alpha * lum).sum(1) + (beta * corr).sum(1)
-            texture.append((alpha * (1 - lum)).sum(1))
-            structure.append((beta * (1 - corr)).sum(1))
-        return 1 - sim, torch.stack(texture, 1), torch.stack(structure, 1)
+            tex.append((alpha * (1 - lum)).sum(1))
+            struct.append((beta * (1 - corr)).sum(1))
+        t, s = torch.stack(tex, 1), torch.stack(struct, 1)
+        return t + s, None, {"texture": t, "structure": s}
 
-    @torch.inference_mode()
-    def compare_features(self, fx: DISTSFeatures, fy: DISTSFeatures) -> DISTSResult:
-        """Compare precomputed stages (a batch of 1 broadcasts against a batch of N)."""
-        total, texture, structure = self._terms(fx, fy)
-        return DISTSResult(total.cpu(), texture.cpu(), structure.cpu(), self.stage_names)
-
-    def _pair_features(self, x: torch.Tensor, y: torch.Tensor) -> tuple[DISTSFeatures, DISTSFeatures]:
-        x, y = self._check_input(x, "x"), self._check_input(y, "y")
-        if x.shape[-2:] != y.shape[-2:]:
-            raise ValueError(f"x and y must have the same size, got {tuple(x.shape)} and {tuple(y.shape)}")
-        if x.shape[0] != y.shape[0]:
-            return self.features(x), self.features(y)
-        both = self.features(torch.cat([x, y]))
-        return both[: x.shape[0]], both[x.shape[0]:]
-
-    @torch.inference_mode()
-    def compare(self, x: torch.Tensor, y: torch.Tensor) -> DISTSResult:
-        """Compare ``x`` and ``y``: ``(N, 3, H, W)`` float in ``[0, 1]`` (or a batch of 1 against N)."""
-        return self.compare_features(*self._pair_features(x, y))
-
-    @torch.inference_mode()
-    def compare_batch(self, reference: torch.Tensor, others: torch.Tensor, *, chunk: int | None = None) -> DISTSResult:
-        """One reference ``(1, 3, H, W)`` against ``(K, 3, H, W)`` images, all in ``[0, 1]``.
-
-        The reference goes through the network once; the others in batches of ``chunk``
-        (default: about one million pixels a batch).
-        """
-        if reference.ndim != 4 or reference.shape[0] != 1:
-            raise ValueError(f"reference must have shape (1, 3, H, W), got {tuple(reference.shape)}")
-        fr = self.features(reference)
-        others = self._check_input(others, "others")
-        if others.shape[-2:] != reference.shape[-2:]:
-            raise ValueError(
-                f"others must match the reference size {tuple(reference.shape[-2:])}, got {tuple(others.shape)}"
-            )
-        if chunk is None:
-            chunk = max(1, (1 << 20) // (others.shape[-2] * others.shape[-1]))
-        parts = [self.compare_features(fr, self.features(o)) for o in others.split(chunk)]
-        return parts[0] if len(parts) == 1 else DISTSResult.cat(parts)
-
-    @torch.inference_mode()
-    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        """``(N,)`` DISTS distances on the model's device (the reference ``DISTS()(x, y)``)."""
-        return self._terms(*self._pair_features(x, y))[0]
+    def images_per_batch(self, height: int, width: int) -> int:
+        """About one million input pixels a batch."""
+        return max(1, (1 << 20) // (height * width))

@@ -1,7 +1,9 @@
 """The learned metrics side by side: LPIPS, shift-tolerant LPIPS and DISTS.
 
 One table (:data:`METRICS`) says, for each metric, which networks it has, which input range it
-expects and what its result carries; three functions serve the CLI and the pages:
+expects, what its result carries, how to build it and how to tell whether its weights are here.
+Every model follows :mod:`lpips_core.protocol`; this module is the only place that knows a metric
+by its name. Three functions serve the CLI and the pages:
 
 - :func:`prepare_input`: an image in ``[0, 1]`` → the tensor a metric is fed, under the metric's
   correct convention (``convention="correct"``) or a deliberately wrong one (Conventions page);
@@ -9,15 +11,16 @@ expects and what its result carries; three functions serve the CLI and the pages
 - :func:`availability`: whether the weights are here, and where from, or the fix.
 
 =========  ===============  ============  ==========================================================
-metric     nets             input range   result
+metric     nets             input range   result (:class:`~lpips_core.protocol.MetricResult`)
 =========  ===============  ============  ==========================================================
-lpips      alex vgg squeeze ``[-1, 1]``   :class:`~lpips_core.model.LPIPSResult` (per layer, maps)
-stlpips    alex vgg         ``[-1, 1]``   :class:`~lpips_core.model.LPIPSResult` (per layer, maps)
-dists      vgg              ``[0, 1]``    :class:`~lpips_core.dists.DISTSResult` (texture and
-                                          structure per stage, no maps)
+lpips      alex vgg squeeze ``[-1, 1]``   per layer, maps; versions 0.1/0.0, lin or baseline
+stlpips    alex vgg         ``[-1, 1]``   per layer, maps
+dists      vgg              ``[0, 1]``    per stage, with ``texture`` and ``structure`` components;
+                                          no maps
 =========  ===============  ============  ==========================================================
 
-Every model's ``compare(x, y).total`` is the ``(N,)`` distance; ``model(x, y)`` returns it too.
+Every model's ``compare(x, y).total`` is the ``(N,)`` distance; ``model(x, y)`` returns it too,
+differentiably.
 
 Example:
     >>> x = prepare_input("dists", ref01)                      # doctest: +SKIP
@@ -27,8 +30,8 @@ Example:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal, Sequence
+from dataclasses import dataclass, field
+from typing import Callable, Literal, Sequence
 
 import numpy as np
 import torch
@@ -38,6 +41,8 @@ from . import dists as _dists
 from . import stlpips as _st
 from . import weights as _weights
 from .conventions import CONVENTIONS, to_input
+from .model import LPIPS
+from .protocol import LearnedMetric
 
 __all__ = [
     "METRICS",
@@ -46,6 +51,7 @@ __all__ = [
     "availability",
     "build",
     "convention_note",
+    "model_metric",
     "correct_convention",
     "prepare_input",
 ]
@@ -66,6 +72,12 @@ class MetricInfo:
         per_stage: the result has texture and structure terms per stage (``DISTSResult``).
         reference: the paper.
         summary: one line on what it changes with respect to LPIPS.
+        cls: the model class (a :class:`~lpips_core.protocol.LearnedMetric`).
+        factory: ``(net, version, lin, device) → model``.
+        available: ``net → (ok, source or the fix)``; cheap, loads nothing.
+        versions: the weight versions it has (first = default); empty when it has one.
+        has_baseline: it has an uncalibrated variant (``lin=False``).
+        components: the names of the result's ``components`` (DISTS: texture, structure).
     """
 
     name: str
@@ -77,6 +89,33 @@ class MetricInfo:
     per_stage: bool
     reference: str
     summary: str
+    cls: type = field(repr=False, default=LearnedMetric)
+    factory: Callable[..., LearnedMetric] = field(repr=False, default=None)
+    available: Callable[[str], tuple[bool, str]] = field(repr=False, default=None)
+    versions: tuple[str, ...] = ()
+    has_baseline: bool = False
+    components: tuple[str, ...] = ()
+
+    @property
+    def has_maps(self) -> bool:
+        return self.cls.has_maps
+
+
+def _stlpips_available(net: str) -> tuple[bool, str]:
+    path = _st.checkpoint_path(net)
+    if path is None:
+        return False, _st.fix_message(net)
+    return True, f"stlpips-pytorch ({path.name})"
+
+
+def _dists_available(net: str) -> tuple[bool, str]:
+    ok, vgg = _weights.availability("vgg")
+    if not ok:
+        return False, f"DISTS needs VGG16: {vgg}"
+    path = _dists.alpha_beta_path()
+    if path is None:
+        return False, _dists.fix_message()
+    return True, f"VGG16: {vgg}; alpha/beta: DISTS-pytorch ({path.name})"
 
 
 METRICS: dict[str, MetricInfo] = {
@@ -84,18 +123,24 @@ METRICS: dict[str, MetricInfo] = {
         "lpips", "LPIPS", ("alex", "vgg", "squeeze"), "alex", "[-1,1]", True, False,
         "Zhang, Isola, Efros, Shechtman and Wang, CVPR 2018",
         "ImageNet features, unit-normalised, channel weights fitted to BAPPS 2AFC judgments.",
+        cls=LPIPS, factory=lambda net, version, lin, device: LPIPS(net, version or "0.1", lin, device=device),
+        available=_weights.availability, versions=_weights.VERSIONS, has_baseline=True,
     ),
     "stlpips": MetricInfo(
         "stlpips", "ST-LPIPS", _st.ST_NETS, "alex", _st.STLPIPS.input_range, True, False,
         "Ghildyal and Liu, ECCV 2022",
         "LPIPS on an anti-aliased backbone (BlurPool, reflection padding, conv1 stride 1), "
         "retrained on BAPPS: tolerant of small shifts.",
+        cls=_st.STLPIPS, factory=lambda net, version, lin, device: _st.STLPIPS(net, device=device),
+        available=_stlpips_available,
     ),
     "dists": MetricInfo(
         "dists", "DISTS", ("vgg",), "vgg", _dists.DISTS.input_range, False, True,
         "Ding, Ma, Wang and Simoncelli, IEEE TPAMI 2022",
         "VGG16 with L2 pooling and the input as stage 0; structure (correlation) and texture "
         "(mean) terms per channel, fitted to KADID-10k: tolerant of resampled texture.",
+        cls=_dists.DISTS, factory=lambda net, version, lin, device: _dists.DISTS(device=device),
+        available=_dists_available, components=("texture", "structure"),
     ),
 }
 
@@ -169,24 +214,33 @@ def prepare_input(
     return to_input(img, convention=convention, size=size, grayscale=grayscale, method=method, device=device)
 
 
-def build(metric: str, net: str | None = None, *, device: torch.device | str | None = None) -> nn.Module:
+def _check_variant(info: MetricInfo, version: str | None, lin: bool) -> str | None:
+    if version is not None and version not in info.versions:
+        if info.versions:
+            raise ValueError(f"{info.label} has versions {info.versions}, got {version!r}")
+        raise ValueError(f"{info.label} has one version: --version applies to --metric lpips only")
+    if not lin and not info.has_baseline:
+        raise ValueError(f"{info.label} has no uncalibrated baseline: --baseline applies to --metric lpips only")
+    return version
+
+
+def build(
+    metric: str, net: str | None = None, *, version: str | None = None, lin: bool = True,
+    device: torch.device | str | None = None,
+) -> LearnedMetric:
     """The frozen model for ``metric`` (``net`` defaults to the metric's ``default_net``).
 
-    LPIPS is built as version 0.1 with lin weights. Slow (loads weights): cache the result.
+    ``version`` (default: the metric's first) and ``lin=False`` apply only to metrics that have
+    them (LPIPS). Slow (loads weights): cache the result.
 
     Raises:
-        ValueError: unknown metric or a net the metric does not have.
+        ValueError: unknown metric, a net, version or baseline the metric does not have.
         WeightsUnavailable: weights missing; the message says how to fix it.
     """
     info = _info(metric)
     net = _net(info, net)
-    if metric == "lpips":
-        from .model import LPIPS
-
-        return LPIPS(net, device=device)
-    if metric == "stlpips":
-        return _st.STLPIPS(net, device=device)
-    return _dists.DISTS(device=device)
+    version = _check_variant(info, version, lin)
+    return info.factory(net, version, lin, device)
 
 
 def availability(metric: str, net: str | None = None) -> tuple[bool, str]:
@@ -195,18 +249,17 @@ def availability(metric: str, net: str | None = None) -> tuple[bool, str]:
     Cheap: looks for files, loads nothing.
     """
     info = _info(metric)
-    net = _net(info, net)
-    if metric == "lpips":
-        return _weights.availability(net)
-    if metric == "stlpips":
-        path = _st.checkpoint_path(net)
-        if path is None:
-            return False, _st.fix_message(net)
-        return True, f"stlpips-pytorch: {path}"
-    ok, vgg = _weights.availability("vgg")
-    path = _dists.alpha_beta_path()
-    if not ok:
-        return False, f"DISTS needs VGG16: {vgg}"
-    if path is None:
-        return False, _dists.fix_message()
-    return True, f"VGG16: {vgg}; alpha/beta: {path}"
+    return info.available(_net(info, net))
+
+
+def model_metric(model: LearnedMetric) -> str:
+    """The registry name of a model (``"stlpips"`` for an :class:`~lpips_core.stlpips.STLPIPS`).
+
+    Raises:
+        TypeError: not a model of a registered metric.
+    """
+    name = getattr(model, "metric", None)
+    info = METRICS.get(name) if isinstance(name, str) else None
+    if info is None or not isinstance(model, info.cls):
+        raise TypeError(f"not a model of a registered metric: {type(model).__name__}")
+    return name

@@ -38,7 +38,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from .backbones import CHANNELS, LAYER_NAMES
-from .model import LPIPS
+from .model import LPIPSBase
+from .protocol import resolve_device
 from .weights import WeightsUnavailable
 
 __all__ = [
@@ -188,16 +189,17 @@ def _load_checkpoint(net: str, checkpoint: str | Path | None) -> tuple[dict[str,
             version = importlib.metadata.version(_DIST)
         except importlib.metadata.PackageNotFoundError:  # pragma: no cover - found a file, so installed
             version = "?"
-        source = f"stlpips-pytorch {version}: {path}"
+        source = f"stlpips-pytorch {version} ({path.name})"
     else:
         path = Path(checkpoint)
         if not path.is_file():
             raise WeightsUnavailable(net, f"ST-LPIPS checkpoint {path} does not exist. " + fix_message(net))
         source = f"file: {path}"
-    sd = torch.load(path, map_location="cpu", weights_only=True)
-    if not isinstance(sd, dict):
-        raise ValueError(f"{path} does not hold a state dict")
-    return sd, source
+    from .weights import load_torch_file
+
+    fix = (f"Reinstall it: pip install --force-reinstall --no-deps {_PIN}." if checkpoint is None
+           else "Replace it with a good copy, or pass another checkpoint.")
+    return load_torch_file(path, what=f"ST-LPIPS {net} checkpoint", fix=fix, net=net), source
 
 
 def _split_checkpoint(net: str, sd: dict[str, torch.Tensor]) -> tuple[dict, list[torch.Tensor], dict]:
@@ -223,14 +225,15 @@ def _split_checkpoint(net: str, sd: dict[str, torch.Tensor]) -> tuple[dict, list
 
 
 # ----------------------------------------------------------------------------- the metric
-class STLPIPS(LPIPS):
+class STLPIPS(LPIPSBase):
     """Shift-tolerant LPIPS (``stlpips-pytorch`` 0.0.2, ``variant="shift_tolerant"``); frozen, eval.
 
-    It *is* an :class:`~lpips_core.model.LPIPS` with another network: everything after the
+    LPIPS's recipe (:class:`~lpips_core.model.LPIPSBase`) on another network: everything after the
     features (:meth:`compare`, :meth:`compare_features`, :meth:`compare_batch`,
     :meth:`reference_features`, :meth:`channel_terms`, ``forward``) is LPIPS's own code, so results
-    are :class:`~lpips_core.model.LPIPSResult` with per-layer terms and per-layer maps upsampled
+    are :class:`~lpips_core.protocol.MetricResult` with per-layer terms and per-layer maps upsampled
     (bilinear) to the input size, and a page written for LPIPS takes this model unchanged.
+    ``model(x, y)`` is differentiable (see :mod:`lpips_core.protocol`).
 
     Args:
         net: ``"alex"`` (default; the paper's main model) or ``"vgg"``.
@@ -253,24 +256,29 @@ class STLPIPS(LPIPS):
         >>> model.compare(x, x.roll(1, -1)).total            # doctest: +SKIP
     """
 
+    metric = "stlpips"
     input_range = "[-1,1]"
 
     def __init__(
         self,
-        net: str = "alex",
+        net: STNet = "alex",
         device: torch.device | str | None = None,
         *,
         checkpoint: str | Path | None = None,
     ):
-        # LPIPS.__init__ would resolve torchvision weights and the lpips package's lin files:
-        # initialise the Module directly and assemble the model from the checkpoint's parts.
-        nn.Module.__init__(self)
         if net not in ST_NETS:
             raise ValueError(f"net must be one of {ST_NETS}, got {net!r}")
+        device = resolve_device(device)
         sd, source = _load_checkpoint(net, checkpoint)
-        backbone_sd, lins, scaling = _split_checkpoint(net, sd)
-        self._assemble(
-            net=net, version=ST_VERSION, backbone=STBackbone(net, backbone_sd), layer_names=LAYER_NAMES[net],
+        try:
+            backbone_sd, lins, scaling = _split_checkpoint(net, sd)
+            backbone = STBackbone(net, backbone_sd)
+        except (ValueError, RuntimeError) as exc:
+            raise WeightsUnavailable(
+                net, f"The ST-LPIPS {net} checkpoint ({source}) cannot be used: {exc}. " + fix_message(net)
+            ) from exc
+        super().__init__(
+            net=net, version=ST_VERSION, backbone=backbone, layer_names=LAYER_NAMES[net],
             channels=[w.numel() for w in lins], lin=lins, weights=source, device=device, scaling=True,
             shift=scaling["shift"], scale=scaling["scale"], label=f"ST-LPIPS {net}",
         )

@@ -12,10 +12,6 @@ Both paths do the least network work the answer needs:
 
 from __future__ import annotations
 
-import hashlib
-import threading
-import weakref
-from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
@@ -24,16 +20,14 @@ import torch
 
 from . import metric_registry
 from .conventions import CONVENTIONS, apply_convention, resize, to_gray, to_input, to_tensor
-from .dists import DISTS, DISTSFeatures, DISTSResult
-from .model import LPIPS, LPIPSResult
-from .stlpips import STLPIPS
+from .model import LPIPS
+from .protocol import LearnedMetric, MetricResult
 
 __all__ = [
     "GridCell",
     "VARIANTS",
     "VARIANT_NOTES",
     "conventions_grid",
-    "dists_reference_features",
     "grid_rows",
     "lpips_many",
     "metric_conventions_grid",
@@ -53,7 +47,7 @@ def lpips_many(
     size: int | tuple[int, int] | None = None,
     grayscale: bool = False,
     spatial: bool = False,
-) -> LPIPSResult:
+) -> MetricResult:
     """LPIPS between one reference and each of ``images``: ``(H, W, 3)`` arrays in ``[0, 1]``.
 
     The reference goes through :meth:`LPIPS.reference_features` (cached by content), the images
@@ -78,49 +72,20 @@ def lpips_many(
 
 # --------------------------------------------------------------------------- any metric of the registry
 def _check_model(model, metric: str) -> None:
-    """The model must be the metric's own class (a cache that mixed them up would give wrong numbers)."""
+    """The model must be the metric's own (a cache that mixed them up would give wrong numbers)."""
     metric_registry.correct_convention(metric)  # ValueError for an unknown metric
-    want = {"lpips": LPIPS, "stlpips": STLPIPS, "dists": DISTS}[metric]
-    ok = isinstance(model, want) and not (metric == "lpips" and isinstance(model, STLPIPS))
-    if not ok:
-        raise TypeError(f"metric {metric!r} needs a {want.__name__} model, got {type(model).__name__}")
+    try:
+        own = metric_registry.model_metric(model)
+    except TypeError:
+        own = None
+    if own != metric:
+        want = metric_registry.METRICS[metric].cls.__name__
+        raise TypeError(f"metric {metric!r} needs a {want} model, got {type(model).__name__}")
 
 
 def metric_key(metric: str, model) -> str:
     """``"<metric>-<net>"`` (``"stlpips-alex"``, ``"dists-vgg"``): names one metric model in tables."""
     return f"{metric}-{getattr(model, 'net', metric_registry.METRICS[metric].default_net)}"
-
-
-_DISTS_REFS: "weakref.WeakKeyDictionary[DISTS, OrderedDict]" = weakref.WeakKeyDictionary()
-_DISTS_LOCK = threading.Lock()
-#: How many reference images' DISTS stages are kept per model (about 20 MB each at 256 px).
-DISTS_REF_CACHE_SIZE = 4
-
-
-def dists_reference_features(model: DISTS, x: torch.Tensor) -> DISTSFeatures:
-    """:meth:`DISTS.features` of ``x`` (``(1, 3, H, W)`` in ``[0, 1]``) with a small LRU per model,
-    keyed by the content of ``x`` — what :meth:`LPIPS.reference_features` does for LPIPS.
-
-    Returned features are shared: never modify them.
-    """
-    if not isinstance(model, DISTS):
-        raise TypeError(f"model must be a DISTS model, got {type(model).__name__}")
-    if not isinstance(x, torch.Tensor) or x.ndim != 4 or x.shape[0] != 1:
-        raise ValueError(f"x must be a (1, 3, H, W) tensor, got {getattr(x, 'shape', type(x).__name__)}")
-    digest = hashlib.blake2b(x.detach().cpu().float().numpy().tobytes(), digest_size=16).hexdigest()
-    key = (tuple(x.shape), digest)
-    with _DISTS_LOCK:
-        cache = _DISTS_REFS.setdefault(model, OrderedDict())
-        hit = cache.get(key)
-        if hit is not None:
-            cache.move_to_end(key)
-            return hit
-    feats = model.features(x)
-    with _DISTS_LOCK:
-        cache[key] = feats
-        while len(cache) > DISTS_REF_CACHE_SIZE:
-            cache.popitem(last=False)
-    return feats
 
 
 def metric_many(
@@ -132,13 +97,13 @@ def metric_many(
     convention: str = "correct",
     size: int | tuple[int, int] | None = None,
     spatial: bool = False,
-) -> LPIPSResult | DISTSResult:
+) -> MetricResult:
     """``metric`` between one reference and each of ``images``: ``(H, W, 3)`` arrays in ``[0, 1]``.
 
     Each image is fed as :func:`metric_registry.prepare_input` prepares it (``convention="correct"``:
     the metric's own range, ``[-1, 1]`` for LPIPS and ST-LPIPS, ``[0, 1]`` for DISTS). The
-    reference goes through the network once (LPIPS and ST-LPIPS: the model's content-keyed cache;
-    DISTS: :func:`dists_reference_features`), the images in one batch (chunked only when large).
+    reference goes through the network once (the model's content-keyed cache), the images in
+    batches (:meth:`~lpips_core.protocol.LearnedMetric.compare_batch`).
 
     Args:
         model: the metric's model, as :func:`metric_registry.build` gives it.
@@ -146,8 +111,7 @@ def metric_many(
         spatial: per-layer maps (LPIPS and ST-LPIPS only).
 
     Returns:
-        :class:`LPIPSResult` (LPIPS, ST-LPIPS) or :class:`DISTSResult` (DISTS), ``total`` of shape
-        ``(len(images),)``.
+        :class:`~lpips_core.protocol.MetricResult`, ``total`` of shape ``(len(images),)``.
 
     Raises:
         ValueError: unknown metric or convention, no images, an image whose shape differs from
@@ -160,17 +124,10 @@ def metric_many(
     for i, img in enumerate(images):
         if np.shape(img) != np.shape(ref):
             raise ValueError(f"image {i} has shape {np.shape(img)}, the reference {np.shape(ref)}")
-    if metric == "dists" and spatial:
-        raise ValueError("DISTS has no spatial map (its terms are statistics over whole feature maps)")
     opts = dict(convention=convention, size=size)
     x = metric_registry.prepare_input(metric, ref, **opts)
     others = torch.cat([metric_registry.prepare_input(metric, img, **opts) for img in images])
-    if metric != "dists":
-        return model.compare_batch(x, others, spatial=spatial)
-    fr = dists_reference_features(model, x)
-    chunk = max(1, (1 << 20) // (others.shape[-2] * others.shape[-1]))
-    parts = [model.compare_features(fr, model.features(o)) for o in others.split(chunk)]
-    return parts[0] if len(parts) == 1 else DISTSResult.cat(parts)
+    return model.compare_batch(x, others, spatial=spatial)
 
 
 def metric_conventions_grid(
@@ -212,10 +169,7 @@ def metric_conventions_grid(
         ys = [metric_registry.prepare_input(metric, dist, convention=c, size=size) for c in convs]
         feats = model.features(torch.cat(xs + ys))
         n = len(convs)
-        if metric == "dists":
-            totals = model.compare_features(feats[:n], feats[n:]).total
-        else:
-            totals = model.compare_features(feats[:n], feats[n:], spatial=False).total
+        totals = model.compare_features(feats[:n], feats[n:], spatial=False).total
         values = dict(zip(convs, (float(t) for t in totals)))
         base = values[correct]
         for c in convs:

@@ -305,18 +305,18 @@ def test_dists_stage_bars_stack_the_library_terms(dists_model, pair):
 
     ref, dist = pair
     res = dists_model.compare(prepare_input("dists", ref), prepare_input("dists", dist))
-    fig = maps.dists_stage_bars(res.stage_names, res.texture[0], res.structure[0], title="DISTS")
+    fig = maps.dists_stage_bars(res.layer_names, res.components["texture"][0], res.components["structure"][0], title="DISTS")
     bars = _traces(fig, "bar")
     assert [b.name for b in bars] == ["texture", "structure"]
     assert fig.layout.barmode == "stack"
     for b in bars:
-        assert list(b.x) == list(res.stage_names)
-    np.testing.assert_allclose(bars[0].y, res.texture[0].numpy(), rtol=1e-6)
-    np.testing.assert_allclose(bars[1].y, res.structure[0].numpy(), rtol=1e-6)
+        assert list(b.x) == list(res.layer_names)
+    np.testing.assert_allclose(bars[0].y, res.components["texture"][0].numpy(), rtol=1e-6)
+    np.testing.assert_allclose(bars[1].y, res.components["structure"][0].numpy(), rtol=1e-6)
     # every bar together is the DISTS value; each stage's label is its sum
     assert sum(bars[0].y) + sum(bars[1].y) == pytest.approx(float(res.total[0]), rel=1e-5)
     labels = [float(a.text) for a in fig.layout.annotations]
-    np.testing.assert_allclose(labels, res.per_stage[0].numpy(), atol=5e-5)
+    np.testing.assert_allclose(labels, res.per_layer[0].numpy(), atol=5e-5)
 
 
 def test_dists_stage_bars_errors():

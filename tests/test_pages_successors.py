@@ -165,8 +165,8 @@ def test_distortion_lab_successors(app, metric_model, monkeypatch):
                                               metric_registry.prepare_input("dists", dist))
     stages = _chart(at, "lab_dists_vgg_fig")["data"]
     assert [t["name"] for t in stages] == ["texture", "structure"]
-    np.testing.assert_allclose(stages[0]["y"], dists.texture[0].numpy(), rtol=1e-5, atol=1e-8)
-    np.testing.assert_allclose(stages[1]["y"], dists.structure[0].numpy(), rtol=1e-5, atol=1e-8)
+    np.testing.assert_allclose(stages[0]["y"], dists.components["texture"][0].numpy(), rtol=1e-5, atol=1e-8)
+    np.testing.assert_allclose(stages[1]["y"], dists.components["structure"][0].numpy(), rtol=1e-5, atol=1e-8)
 
     # ST-LPIPS's spatial map (summed over layers): the library's, its mean close to the ST-LPIPS value
     assert at.selectbox(key="lab_map_net").options == ["AlexNet", "VGG16", "ST-LPIPS · AlexNet", "ST-LPIPS · VGG16"]

@@ -115,18 +115,6 @@ def test_published_example(golden):
 
 
 # ----------------------------------------------------------------------------- properties
-def test_identical_images_give_zero(golden, model):
-    x = to_input(golden["ex_ref"])
-    res = model.compare(x, x)
-    assert float(res.total[0]) == 0.0
-    assert float(res.layer_maps.abs().max()) == 0.0
-
-
-def test_symmetry(golden, model):
-    x, y = to_input(golden["ex_ref"]), to_input(golden["ex_p0"])
-    assert float(model(x, y)) == pytest.approx(float(model(y, x)), abs=1e-7)
-
-
 def test_per_layer_terms_sum_to_total_and_maps_average_to_them(golden, net, model):
     """The per-layer terms sum to the total; each upsampled map's mean is its term up to the
     bilinear resampling's border weighting (as for LPIPS; measured relative gaps below 1e-4 at
@@ -139,21 +127,10 @@ def test_per_layer_terms_sum_to_total_and_maps_average_to_them(golden, net, mode
     assert float(res.spatial_map.mean()) == pytest.approx(float(res.total[0]), rel=1e-3)
 
 
-def test_batch_paths_agree(golden, alex):
-    x = to_input(golden["ex_ref"])
-    others = torch.cat([to_input(golden["ex_p0"]), to_input(golden["ex_p1"])])
-    direct = alex.compare(torch.cat([x, x]), others)
-    swept = alex.compare_batch(x, others, chunk=1)
-    via = alex.compare_features(alex.features(x), alex.features(others))
-    np.testing.assert_allclose(swept.total, direct.total, atol=1e-6)
-    np.testing.assert_allclose(via.layer_maps, direct.layer_maps, atol=1e-6)
-
-
 def test_attributes_and_provenance(alex):
     assert alex.input_range == "[-1,1]"
     assert alex.version == "ST0.0"
-    assert alex.weights.startswith("stlpips-pytorch 0.0.2: ")
-    assert alex.weights.endswith(str(Path("vST0.0") / "alex_shift_tolerant.pth"))
+    assert alex.weights == "stlpips-pytorch 0.0.2 (alex_shift_tolerant.pth)"
     assert alex.device.type == "cpu"
     alex.train()
     assert not alex.training and not any(p.requires_grad for p in alex.parameters())
@@ -179,18 +156,6 @@ def test_missing_checkpoint_says_how_to_fix(tmp_path):
         STLPIPS("alex", checkpoint=tmp_path / "nothing.pth")
 
 
-def test_bad_inputs(alex):
-    x = torch.zeros(1, 3, 64, 64)
-    with pytest.raises(TypeError, match="torch.Tensor"):
-        alex(np.zeros((1, 3, 64, 64), np.float32), x)
-    with pytest.raises(ValueError, match=r"shape \(N, 3, H, W\)"):
-        alex(torch.zeros(3, 64, 64), x)
-    with pytest.raises(ValueError, match="same size"):
-        alex(x, torch.zeros(1, 3, 64, 65))
-    with pytest.raises(TypeError, match="float tensor"):
-        alex(x.to(torch.uint8), x)
-
-
 @pytest.mark.parametrize("net_name", ["alex", "vgg"])
 def test_smallest_side(net_name):
     model = STLPIPS(net_name, device="cpu")
@@ -198,12 +163,6 @@ def test_smallest_side(net_name):
     assert model.features(torch.zeros(1, 3, side, side)).maps[-1].shape[-1] >= 1
     with pytest.raises(ValueError, match=f"too small for the ST-LPIPS {net_name} backbone"):
         model.features(torch.zeros(1, 3, side - 1, 64))
-
-
-def test_lpips_features_are_not_comparable(golden, alex):
-    x = to_input(golden["ex_ref"])
-    with pytest.raises(ValueError, match="cannot be compared"):
-        alex.compare_features(alex.features(x), LPIPS("alex", device="cpu").features(x))
 
 
 # ----------------------------------------------------------------------------- the point of it

@@ -1,0 +1,490 @@
+"""The one protocol every learned metric follows (LPIPS, ST-LPIPS, DISTS and what comes next).
+
+A learned metric is a frozen ``nn.Module`` (:class:`LearnedMetric`) with:
+
+=====================================  ===========================================================
+call                                   what it does
+=====================================  ===========================================================
+``model(x, y)``                        ``(N,)`` distances; **differentiable** w.r.t. ``x`` and ``y``
+                                       whenever autograd is enabled and an input requires grad
+                                       (the reference packages' forward); otherwise the fast path.
+``features(x)``                        :class:`Features`: the network's stages of a batch, once.
+``reference_features(x)``              ``features`` through a thread-safe, byte-bounded LRU keyed
+                                       by the content of ``x`` (:class:`FeatureCache`).
+``compare_features(fx, fy, spatial=)`` :class:`MetricResult` from precomputed features.
+``compare(x, y, spatial=)``            :class:`MetricResult` of pairs (a batch of 1 broadcasts).
+``compare_batch(ref, others, ...)``    one reference ``(1, 3, H, W)`` against ``(K, 3, H, W)``.
+=====================================  ===========================================================
+
+Everything but ``model(x, y)`` runs under :func:`torch.inference_mode`: no autograd graph is
+built, and those paths stay as fast as a bare backbone pass allows.
+
+The result type is the same for every metric: ``total`` ``(N,)``, ``per_layer`` ``(N, L)``
+(layers for LPIPS-like metrics, stages for DISTS), ``layer_maps`` ``(N, L, H, W)`` where the
+metric has spatial maps, and named ``components`` (DISTS: ``texture`` and ``structure`` per stage).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from collections import OrderedDict
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from typing import Callable, ClassVar, Mapping, Sequence
+
+import torch
+from torch import nn
+
+__all__ = [
+    "DEFAULT_CACHE_MB",
+    "FeatureCache",
+    "Features",
+    "LearnedMetric",
+    "MetricResult",
+    "check_input",
+    "resolve_device",
+]
+
+#: Default byte budget of each model's reference-feature cache, in MiB. Override per process with
+#: the ``LPIPS_EXPLORER_CACHE_MB`` environment variable, per model with ``model.ref_cache.max_bytes``.
+DEFAULT_CACHE_MB = 128
+
+
+def resolve_device(device: torch.device | str | None = None) -> torch.device:
+    """``None``/``"auto"`` → CUDA if available, then Apple MPS, then CPU; else ``torch.device(device)``.
+
+    Raises:
+        ValueError: an unknown device string, or CUDA/MPS requested where it is not available.
+    """
+    if device is None or device == "auto":
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        mps = getattr(torch.backends, "mps", None)
+        if mps is not None and mps.is_available():
+            return torch.device("mps")
+        return torch.device("cpu")
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as exc:
+        raise ValueError(f"device must be 'auto', 'cpu', 'cuda' or 'mps', got {device!r}") from exc
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device {str(device)!r} requested but CUDA is not available here")
+    if dev.type == "mps":
+        mps = getattr(torch.backends, "mps", None)
+        if mps is None or not mps.is_available():
+            raise ValueError(f"device {str(device)!r} requested but Apple MPS is not available here")
+    if dev.type not in ("cpu", "cuda", "mps"):
+        raise ValueError(f"device must be 'auto', 'cpu', 'cuda' or 'mps', got {device!r}")
+    return dev
+
+
+def check_input(
+    x: torch.Tensor, device: torch.device, *, name: str = "x", value_range: str = "[-1,1]",
+    dtype: torch.dtype = torch.float32,
+) -> torch.Tensor:
+    """Validate a network input ``(N, 3, H, W)`` float tensor and move it to ``device`` as ``dtype``.
+
+    Keeps the autograd history (``x.to`` is differentiable).
+
+    Raises:
+        TypeError: not a float tensor. ValueError: wrong shape or an empty batch.
+    """
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor (N, 3, H, W) in {value_range}, got {type(x).__name__}")
+    if x.ndim != 4 or x.shape[1] != 3:
+        raise ValueError(f"{name} must have shape (N, 3, H, W), got {tuple(x.shape)}")
+    if x.shape[0] == 0:
+        raise ValueError(f"{name} is an empty batch: shape {tuple(x.shape)}")
+    if not x.is_floating_point():
+        raise TypeError(f"{name} must be a float tensor in {value_range}, got dtype {x.dtype}")
+    return x.to(device, dtype, non_blocking=True)
+
+
+# ----------------------------------------------------------------------------- data
+@dataclass(frozen=True, eq=False)
+class Features:
+    """A metric's stages for a batch of images, ready for :meth:`LearnedMetric.compare_features`.
+
+    Attributes:
+        maps: one ``(N, C_l, H_l, W_l)`` tensor per stage, on the model's device (LPIPS-like
+            metrics: unit-normalised taps; DISTS: the input, then its five taps).
+        input_size: ``(H, W)`` of the network input (the size spatial maps are upsampled to).
+        net, version: the configuration that produced them.
+        metric: the registry name of the metric (features compare only within one metric,
+            net and version).
+    """
+
+    maps: tuple[torch.Tensor, ...]
+    input_size: tuple[int, int]
+    net: str
+    version: str | None
+    metric: str = "lpips"
+
+    @property
+    def batch(self) -> int:
+        return self.maps[0].shape[0]
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the maps (what a cache entry costs)."""
+        return sum(m.numel() * m.element_size() for m in self.maps)
+
+    def __getitem__(self, index) -> "Features":
+        if isinstance(index, int):
+            index = slice(index, index + 1)
+        return Features(tuple(m[index] for m in self.maps), self.input_size, self.net, self.version, self.metric)
+
+
+@dataclass(frozen=True, eq=False)
+class MetricResult:
+    """What one comparison gives, on the CPU, for any learned metric.
+
+    Attributes:
+        total: ``(N,)`` the distance per pair.
+        per_layer: ``(N, L)`` the per-layer (DISTS: per-stage) terms; they sum to ``total``.
+        layer_maps: ``(N, L, H, W)`` each layer's unaveraged term map, bilinearly upsampled to the
+            input size (the reference's ``spatial=True``); ``None`` when not asked or not defined.
+        layer_names: the ``L`` layer (stage) names.
+        components: named ``(N, L)`` parts of ``per_layer`` that sum to it (DISTS: ``texture``
+            and ``structure``); empty for LPIPS-like metrics.
+    """
+
+    total: torch.Tensor
+    per_layer: torch.Tensor
+    layer_maps: torch.Tensor | None
+    layer_names: tuple[str, ...]
+    components: Mapping[str, torch.Tensor] = field(default_factory=dict)
+
+    @property
+    def spatial_map(self) -> torch.Tensor:
+        """``(N, H, W)``: the layer maps summed, the reference's ``spatial=True`` output."""
+        if self.layer_maps is None:
+            raise ValueError("this result has no spatial maps (computed with spatial=False, or the metric has none)")
+        return self.layer_maps.sum(1)
+
+    @classmethod
+    def cat(cls, parts: Sequence["MetricResult"]) -> "MetricResult":
+        """Concatenate results of consecutive batches (same metric and layers)."""
+        first = parts[0]
+        maps = None if first.layer_maps is None else torch.cat([p.layer_maps for p in parts])
+        comps = {k: torch.cat([p.components[k] for p in parts]) for k in first.components}
+        return type(first)(
+            torch.cat([p.total for p in parts]), torch.cat([p.per_layer for p in parts]), maps, first.layer_names, comps
+        )
+
+
+# ----------------------------------------------------------------------------- the cache
+def _env_budget() -> int:
+    raw = os.environ.get("LPIPS_EXPLORER_CACHE_MB")
+    if raw is None:
+        return DEFAULT_CACHE_MB << 20
+    try:
+        mb = float(raw)
+    except ValueError:
+        raise ValueError(f"LPIPS_EXPLORER_CACHE_MB must be a number of MiB, got {raw!r}") from None
+    if mb < 0:
+        raise ValueError(f"LPIPS_EXPLORER_CACHE_MB must be ≥ 0, got {raw!r}")
+    return int(mb * (1 << 20))
+
+
+class FeatureCache:
+    """A thread-safe LRU of :class:`Features` bounded by bytes, keyed by the content of an input.
+
+    One instance lives on each model, which ``st.cache_resource`` shares across every session
+    thread: all bookkeeping happens under one lock; the network pass runs outside it (two threads
+    asking for the same new key may both compute it; the second result replaces the first, equal).
+    An entry larger than the whole budget is returned but not kept.
+
+    Args:
+        max_bytes: the budget (default: ``LPIPS_EXPLORER_CACHE_MB``, else :data:`DEFAULT_CACHE_MB` MiB).
+    """
+
+    def __init__(self, max_bytes: int | None = None):
+        self.max_bytes = _env_budget() if max_bytes is None else int(max_bytes)
+        self._lock = threading.Lock()
+        self._entries: OrderedDict[tuple, Features] = OrderedDict()
+        self._bytes = 0
+        self.hits = 0
+        self.misses = 0
+
+    @staticmethod
+    def key(x: torch.Tensor) -> tuple:
+        """Shape, dtype and a BLAKE2b digest of the bytes of ``x``."""
+        data = x.detach().cpu().contiguous().numpy().tobytes()
+        return tuple(x.shape), str(x.dtype), hashlib.blake2b(data, digest_size=16).hexdigest()
+
+    @property
+    def nbytes(self) -> int:
+        with self._lock:
+            return self._bytes
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._entries)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self._bytes = 0
+
+    def get_or_compute(self, key: tuple, compute: Callable[[], Features]) -> Features:
+        with self._lock:
+            hit = self._entries.get(key)
+            if hit is not None:
+                self._entries.move_to_end(key)
+                self.hits += 1
+                return hit
+            self.misses += 1
+        feats = compute()
+        size = feats.nbytes
+        with self._lock:
+            if size > self.max_bytes:
+                return feats
+            old = self._entries.pop(key, None)
+            if old is not None:
+                self._bytes -= old.nbytes
+            self._entries[key] = feats
+            self._bytes += size
+            while self._bytes > self.max_bytes and self._entries:
+                _, evicted = self._entries.popitem(last=False)
+                self._bytes -= evicted.nbytes
+        return feats
+
+
+# ----------------------------------------------------------------------------- the base class
+class LearnedMetric(nn.Module):
+    """Base of every learned metric: frozen, always in eval mode, one device, one protocol.
+
+    Subclasses set the class attributes, build their network, call :meth:`_finish`, and implement
+    :meth:`_stages` (input → raw stage tensors, autograd-friendly), :meth:`_prepare` (raw stages →
+    the stored :class:`Features` maps) and :meth:`_terms` (features → per-layer terms, maps and
+    components). Everything else here is shared.
+
+    Class attributes:
+        metric: the registry name (``"lpips"``, ``"stlpips"``, ``"dists"``).
+        input_range: the convention inputs must follow (``"[-1,1]"`` or ``"[0,1]"``).
+        has_maps: whether the metric has spatial maps.
+    """
+
+    metric: ClassVar[str] = ""
+    input_range: ClassVar[str] = "[-1,1]"
+    has_maps: ClassVar[bool] = True
+
+    net: str
+    version: str | None
+    layer_names: tuple[str, ...]
+    weights: str
+
+    def _finish(self, device: torch.device | str | None, *, label: str | None = None) -> None:
+        """Freeze, set eval mode, move to the device, create the reference cache."""
+        self._label = label or f"{self.metric} {self.net}"
+        self.requires_grad_(False)
+        self.eval()
+        self.device = resolve_device(device)
+        self.to(self.device)
+        self.ref_cache = FeatureCache()
+
+    def train(self, mode: bool = True) -> "LearnedMetric":
+        return super().train(False)  # always eval: nothing here is trained
+
+    def extra_repr(self) -> str:
+        return f"net={self.net!r}, version={self.version!r}, device={self.device}, weights={self.weights!r}"
+
+    @property
+    def dtype(self) -> torch.dtype:
+        """The floating dtype the model computes in (float32; float64 after ``model.double()``)."""
+        for b in self.buffers():
+            if b.is_floating_point():
+                return b.dtype
+        return torch.float32
+
+    # --------------------------------------------------------------- to implement
+    def _stages(self, x: torch.Tensor) -> list[torch.Tensor]:  # pragma: no cover - abstract
+        """Validated input ``(N, 3, H, W)`` → the raw stage tensors (no in-place ops)."""
+        raise NotImplementedError
+
+    def _prepare(self, stages: list[torch.Tensor]) -> list[torch.Tensor]:
+        """Raw stages → the maps stored in :class:`Features` (may work in place)."""
+        return stages
+
+    def _terms(self, fx: Sequence[torch.Tensor], fy: Sequence[torch.Tensor], *, spatial: bool,
+               size: tuple[int, int]) -> tuple[torch.Tensor, torch.Tensor | None, dict[str, torch.Tensor]]:
+        """Prepared maps → ``(per_layer (N, L), maps (N, L, H, W) or None, components)``, on the device."""
+        raise NotImplementedError  # pragma: no cover - abstract
+
+    # --------------------------------------------------------------- shared
+    def _check_input(self, x: torch.Tensor, name: str = "x") -> torch.Tensor:
+        return check_input(x, self.device, name=name, value_range=self.input_range, dtype=self.dtype)
+
+    def _spatial(self, spatial: bool | None) -> bool:
+        if spatial is None:
+            return self.has_maps
+        if spatial and not self.has_maps:
+            raise ValueError(f"{self._label} has no spatial map (its terms are statistics over whole feature maps)")
+        return bool(spatial)
+
+    def _run(self, x: torch.Tensor) -> list[torch.Tensor]:
+        try:
+            return list(self._stages(x))
+        except (RuntimeError, ValueError) as exc:
+            if any(s in str(exc).lower() for s in ("size", "kernel", "padding", "dimension")):
+                raise ValueError(
+                    f"an input of {x.shape[-2]}×{x.shape[-1]} px is too small for the {self._label} backbone: {exc}"
+                ) from exc
+            raise
+
+    def _features(self, x: torch.Tensor) -> Features:
+        x = self._check_input(x)
+        maps = self._prepare(self._run(x))
+        return Features(tuple(maps), (x.shape[-2], x.shape[-1]), self.net, self.version, self.metric)
+
+    @torch.inference_mode()
+    def features(self, x: torch.Tensor) -> Features:
+        """Run ``x`` (``(N, 3, H, W)`` float in :attr:`input_range`) through the network once.
+
+        Raises:
+            ValueError: wrong shape, or an image too small for this network. TypeError: not a float tensor.
+        """
+        return self._features(x)
+
+    @torch.inference_mode()
+    def reference_features(self, x: torch.Tensor) -> Features:
+        """:meth:`features` through this model's :class:`FeatureCache` (keyed by the content of ``x``).
+
+        Returned features are shared between callers and threads: never modify them.
+        """
+        x = self._check_input(x)
+        return self.ref_cache.get_or_compute(FeatureCache.key(x), lambda: self._features(x))
+
+    def _check_pair(self, fx: Features, fy: Features) -> None:
+        mine = (self.metric, self.net, self.version)
+        for f in (fx, fy):
+            if (f.metric, f.net, f.version) != mine:
+                raise ValueError(
+                    f"features of {f.metric} net={f.net}, version={f.version} cannot be compared by a "
+                    f"{self.metric} net={self.net}, version={self.version} model"
+                )
+        if fx.input_size != fy.input_size:
+            raise ValueError(f"features of a {fx.input_size} input and a {fy.input_size} input cannot be compared")
+        if fx.batch != fy.batch and 1 not in (fx.batch, fy.batch):
+            raise ValueError(f"batch sizes {fx.batch} and {fy.batch} do not broadcast")
+
+    def _result(self, per_layer: torch.Tensor, maps: torch.Tensor | None,
+                components: Mapping[str, torch.Tensor] | None = None) -> MetricResult:
+        comps = {k: v.cpu() for k, v in (components or {}).items()}
+        return MetricResult(per_layer.sum(1).cpu(), per_layer.cpu(), None if maps is None else maps.cpu(),
+                            self.layer_names, comps)
+
+    @torch.inference_mode()
+    def compare_features(self, fx: Features, fy: Features, *, spatial: bool | None = None) -> MetricResult:
+        """Compare precomputed features (a batch of 1 broadcasts against a batch of N).
+
+        Args:
+            spatial: also return the per-layer maps upsampled to the input size (default: when
+                the metric has maps).
+        """
+        self._check_pair(fx, fy)
+        return self._result(*self._terms(fx.maps, fy.maps, spatial=self._spatial(spatial), size=fx.input_size))
+
+    def images_per_batch(self, height: int, width: int) -> int:
+        """How many ``height × width`` images go through the network together: as many as keep
+        the first stage's activations (64 float32 channels at the network's first stride) within a
+        budget — 12 MB on a CPU, where bigger batches ran slower per image once they outgrew the
+        caches (measured on 2 cores: VGG16 at 256 px 240/253/308 ms per image for batches of
+        1/2/4; AlexNet at 512 px 52/47/53), and 2 GB on a GPU."""
+        stride = getattr(getattr(self, "backbone", None), "first_stride", 1)
+        per_image = 64 * 4 * -(-height // stride) * -(-width // stride)
+        budget = (12 << 20) if self.device.type == "cpu" else (2 << 30)
+        return max(1, budget // per_image)
+
+    def _check_sizes(self, x: torch.Tensor, y: torch.Tensor) -> None:
+        if x.shape[-2:] != y.shape[-2:]:
+            raise ValueError(f"x and y must have the same size, got {tuple(x.shape)} and {tuple(y.shape)}")
+        if x.shape[0] != y.shape[0] and 1 not in (x.shape[0], y.shape[0]):
+            raise ValueError(f"batch sizes {x.shape[0]} and {y.shape[0]} do not broadcast")
+
+    def _pair_result(self, x: torch.Tensor, y: torch.Tensor, *, spatial: bool) -> tuple:
+        """Generic pair path: both sides' features in one batch when they fit, then the terms."""
+        x, y = self._check_input(x, "x"), self._check_input(y, "y")
+        self._check_sizes(x, y)
+        if x.shape[0] == y.shape[0] and 2 * x.shape[0] <= max(2, self.images_per_batch(*x.shape[-2:])):
+            both = self._features(torch.cat([x, y]))
+            n = x.shape[0]
+            fx, fy = both[:n], both[n:]
+        else:
+            fx, fy = self._features(x), self._features(y)
+        return self._terms(fx.maps, fy.maps, spatial=spatial, size=fx.input_size)
+
+    @torch.inference_mode()
+    def compare(self, x: torch.Tensor, y: torch.Tensor, *, spatial: bool | None = None) -> MetricResult:
+        """Compare ``x`` and ``y``: ``(N, 3, H, W)`` float in :attr:`input_range` (or 1 against N).
+
+        Args:
+            spatial: also return per-layer maps (default: when the metric has maps).
+        """
+        return self._result(*self._pair_result(x, y, spatial=self._spatial(spatial)))
+
+    def _batch_terms(self, fr: Features, chunk: torch.Tensor, *, spatial: bool) -> tuple:
+        """One chunk of :meth:`compare_batch` against the reference's features."""
+        fo = self._features(chunk)
+        return self._terms(fr.maps, fo.maps, spatial=spatial, size=fo.input_size)
+
+    @torch.inference_mode()
+    def compare_batch(
+        self, reference: torch.Tensor, others: torch.Tensor, *, spatial: bool = False, chunk: int | None = None
+    ) -> MetricResult:
+        """One reference ``(1, 3, H, W)`` against many images ``(K, 3, H, W)``, all in :attr:`input_range`.
+
+        The reference's features come from :meth:`reference_features` (cached); the others go
+        through the network in batches of ``chunk`` (default: :meth:`images_per_batch`).
+        """
+        spatial = self._spatial(spatial)
+        if not isinstance(reference, torch.Tensor) or reference.ndim != 4 or reference.shape[0] != 1:
+            raise ValueError(f"reference must have shape (1, 3, H, W), got {tuple(getattr(reference, 'shape', ()))}")
+        fr = self.reference_features(reference)
+        others = self._check_input(others, "others")
+        if others.shape[-2:] != reference.shape[-2:]:
+            raise ValueError(f"others must match the reference size {tuple(reference.shape[-2:])}, got {tuple(others.shape)}")
+        if chunk is None:
+            chunk = self.images_per_batch(others.shape[-2], others.shape[-1])
+        parts = [self._result(*self._batch_terms(fr, o, spatial=spatial)) for o in others.split(chunk)]
+        return parts[0] if len(parts) == 1 else MetricResult.cat(parts)
+
+    # --------------------------------------------------------------- the differentiable call
+    def _distance_graph(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """``(N,)`` distances with the autograd graph (no in-place ops on anything autograd saves)."""
+        x, y = self._check_input(x, "x"), self._check_input(y, "y")
+        self._check_sizes(x, y)
+        n = max(x.shape[0], y.shape[0])
+        both = self._run(torch.cat([x.expand(n, -1, -1, -1), y.expand(n, -1, -1, -1)]))
+        fx, fy = self._graph_maps([s[:n] for s in both]), self._graph_maps([s[n:] for s in both])
+        return self._graph_terms(fx, fy)
+
+    def _graph_maps(self, stages: list[torch.Tensor]) -> list[torch.Tensor]:
+        """Raw stages → comparable maps, out of place (default: as :meth:`_prepare`)."""
+        return self._prepare(stages)
+
+    def _graph_terms(self, fx: list[torch.Tensor], fy: list[torch.Tensor]) -> torch.Tensor:
+        per_layer, _, _ = self._terms(fx, fy, spatial=False, size=(0, 0))
+        return per_layer.sum(1)
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """``(N,)`` distances on the model's device (``x``, ``y``: ``(N, 3, H, W)`` in :attr:`input_range`).
+
+        Differentiable with respect to both inputs when autograd is enabled and either requires
+        grad (use it as a loss); otherwise computed on the fast, graph-free path. The network's
+        parameters never require grad.
+        """
+        if torch.is_grad_enabled() and (
+            (isinstance(x, torch.Tensor) and x.requires_grad) or (isinstance(y, torch.Tensor) and y.requires_grad)
+        ):
+            return self._distance_graph(x, y)
+        ctx = torch.no_grad() if torch.is_grad_enabled() else nullcontext()
+        with ctx:
+            return self._forward_fast(x, y)
+
+    def _forward_fast(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        per_layer, _, _ = self._pair_result(x, y, spatial=False)
+        return per_layer.sum(1)

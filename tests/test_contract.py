@@ -1,0 +1,238 @@
+"""The protocol every learned metric follows (lpips_core.protocol), tested once for all of them.
+
+Each case is a registry metric with one of its nets, fed under its own convention; the golden
+64×64 examples are the images. Properties: identity, symmetry, per-layer terms summing to the
+total, every path (pair, batch, reference-vs-many, precomputed features, forward) giving the same
+numbers, the same errors for bad input, no autograd graph on the inference paths, and the
+thread-safe, byte-bounded reference cache shared across sessions.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from lpips_core import metric_registry as registry
+from lpips_core.protocol import FeatureCache, LearnedMetric, MetricResult
+
+CASES = [("lpips", "alex"), ("lpips", "vgg"), ("stlpips", "alex"), ("dists", "vgg")]
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def models() -> dict:
+    return {}
+
+
+@pytest.fixture(params=CASES, ids=[f"{m}-{n}" for m, n in CASES])
+def case(request, models):
+    metric, net = request.param
+    if request.param not in models:
+        models[request.param] = registry.build(metric, net, device="cpu")
+    return metric, models[request.param]
+
+
+@pytest.fixture(scope="module")
+def images(golden):
+    return golden["ex_ref"], golden["ex_p0"], golden["ex_p1"]
+
+
+def _inputs(metric, *imgs):
+    return [registry.prepare_input(metric, im) for im in imgs]
+
+
+def test_is_a_learned_metric_of_its_registry_entry(case):
+    metric, model = case
+    assert isinstance(model, LearnedMetric) and registry.model_metric(model) == metric
+    assert model.input_range == registry.correct_convention(metric)
+    assert not any(p.requires_grad for p in model.parameters())
+    model.train()
+    assert not model.training
+
+
+def test_identity_gives_zero(case, images):
+    metric, model = case
+    (x,) = _inputs(metric, images[0])
+    res = model.compare(x, x)
+    assert isinstance(res, MetricResult)
+    assert abs(float(res.total[0])) < 1e-6
+    assert float(res.per_layer.abs().max()) < 1e-6
+    if registry.METRICS[metric].has_maps:
+        assert float(res.total[0]) == 0.0 and float(res.layer_maps.abs().max()) == 0.0
+
+
+def test_symmetry(case, images):
+    metric, model = case
+    x, y = _inputs(metric, images[0], images[1])
+    assert float(model(x, y)) == pytest.approx(float(model(y, x)), abs=1e-6)
+
+
+def test_per_layer_terms_sum_to_total(case, images):
+    metric, model = case
+    x, y = _inputs(metric, images[0], images[2])
+    res = model.compare(x, y)
+    assert res.per_layer.shape == (1, len(res.layer_names)) == (1, len(model.layer_names))
+    np.testing.assert_allclose(res.per_layer.sum(1), res.total, rtol=1e-6, atol=1e-7)
+    info = registry.METRICS[metric]
+    assert tuple(res.components) == info.components
+    if res.components:
+        np.testing.assert_allclose(sum(res.components.values()), res.per_layer, atol=1e-6)
+    if info.has_maps:
+        assert res.layer_maps.shape == (1, len(res.layer_names), 64, 64)
+        # the upsampled maps average to the terms up to bilinear border weighting (< 1e-4 measured)
+        assert float(res.spatial_map.mean()) == pytest.approx(float(res.total[0]), rel=1e-3)
+    else:
+        assert res.layer_maps is None
+
+
+def test_every_path_gives_the_same_numbers(case, images):
+    metric, model = case
+    x, y0, y1 = _inputs(metric, *images)
+    ys = torch.cat([y0, y1])
+    singles = torch.cat([model.compare(x, y0).total, model.compare(x, y1).total])
+    assert float(singles[1]) != pytest.approx(float(singles[0]), abs=1e-3)  # two different pairs
+    paths = {
+        "pairs": model.compare(torch.cat([x, x]), ys).total,
+        "broadcast": model.compare(x, ys).total,
+        "batch": model.compare_batch(x, ys).total,
+        "batch chunk 1": model.compare_batch(x, ys, chunk=1).total,
+        "features": model.compare_features(model.reference_features(x), model.features(ys)).total,
+        "forward": model(torch.cat([x, x]), ys).cpu(),
+    }
+    for name, got in paths.items():
+        np.testing.assert_allclose(got, singles, atol=1e-6, err_msg=name)
+    cat = MetricResult.cat([model.compare(x, y0), model.compare(x, y1)])
+    np.testing.assert_allclose(cat.per_layer, model.compare(x, ys).per_layer, atol=1e-6)
+    assert tuple(cat.components) == tuple(model.compare(x, y0).components)
+
+
+def test_bad_input(case):
+    metric, model = case
+    x = torch.zeros(1, 3, 64, 64)
+    with pytest.raises(TypeError, match="torch.Tensor"):
+        model(np.zeros((1, 3, 64, 64), np.float32), x)
+    with pytest.raises(ValueError, match=r"shape \(N, 3, H, W\)"):
+        model(torch.zeros(3, 64, 64), x)
+    with pytest.raises(ValueError, match="same size"):
+        model.compare(x, torch.zeros(1, 3, 64, 65))
+    with pytest.raises(TypeError, match="float tensor"):
+        model(x.to(torch.uint8), x)
+    with pytest.raises(ValueError, match="do not broadcast"):
+        model.compare(torch.zeros(2, 3, 64, 64), torch.zeros(3, 3, 64, 64))
+    with pytest.raises(ValueError, match="empty batch"):
+        model.compare(torch.zeros(0, 3, 64, 64), x)
+    with pytest.raises(ValueError, match="cannot be compared"):
+        model.compare_features(model.features(x), model.features(torch.zeros(1, 3, 72, 72)))
+    with pytest.raises(ValueError, match=r"reference must have shape \(1, 3, H, W\)"):
+        model.compare_batch(torch.cat([x, x]), x)
+    if registry.METRICS[metric].has_maps:
+        with pytest.raises(ValueError, match="too small"):
+            model(torch.zeros(1, 3, 8, 8), torch.zeros(1, 3, 8, 8))
+    else:  # DISTS's L2 pools pad: an 8 px image still reaches relu5_3, as in the reference
+        with pytest.raises(ValueError, match="no spatial map"):
+            model.compare(x, x, spatial=True)
+
+
+def test_features_of_another_metric_do_not_compare(models, images):
+    a = registry.build("lpips", "alex", device="cpu")
+    b = registry.build("stlpips", "alex", device="cpu")
+    x = registry.prepare_input("lpips", images[0])
+    with pytest.raises(ValueError, match="cannot be compared"):
+        a.compare_features(a.features(x), b.features(x))
+
+
+def test_inference_paths_build_no_graph(case, images):
+    """compare/features/compare_batch stay graph-free even when the inputs require grad."""
+    metric, model = case
+    x, y = (t.requires_grad_() for t in _inputs(metric, images[0], images[1]))
+    feats = model.features(x)
+    assert all(torch.is_inference(m) and not m.requires_grad for m in feats.maps)
+    for res in (model.compare(x, y), model.compare_batch(x.detach(), y), model.compare_features(feats, model.features(y))):
+        assert res.total.grad_fn is None and not res.total.requires_grad and torch.is_inference(res.total)
+    with torch.no_grad():
+        assert model(x, y).grad_fn is None
+    assert model(x.detach(), y.detach()).grad_fn is None
+    assert model(x, y).grad_fn is not None  # the differentiable call
+
+
+# ----------------------------------------------------------------------------- the shared cache
+def _churn_inputs(n: int, size: int = 64) -> list[torch.Tensor]:
+    g = torch.Generator().manual_seed(5)
+    return [torch.rand(1, 3, size, size, generator=g) * 2 - 1 for _ in range(n)]
+
+
+def test_reference_cache_is_byte_bounded():
+    model = registry.build("lpips", "alex", device="cpu")
+    refs = _churn_inputs(6)
+    one = model.features(refs[0]).nbytes
+    model.ref_cache = FeatureCache(max_bytes=3 * one)
+    for r in refs:
+        model.reference_features(r)
+        assert model.ref_cache.nbytes <= model.ref_cache.max_bytes
+    assert len(model.ref_cache) == 3 and model.ref_cache.nbytes == 3 * one
+    first = model.reference_features(refs[-1])
+    assert model.reference_features(refs[-1].clone()) is first  # keyed by content, not identity
+    small = FeatureCache(max_bytes=one - 1)
+    model.ref_cache = small
+    model.reference_features(refs[0])
+    assert len(small) == 0 and small.nbytes == 0  # an entry over the whole budget is not kept
+
+
+def test_cache_budget_from_the_environment(monkeypatch):
+    monkeypatch.setenv("LPIPS_EXPLORER_CACHE_MB", "1.5")
+    assert FeatureCache().max_bytes == int(1.5 * 2**20)
+    monkeypatch.setenv("LPIPS_EXPLORER_CACHE_MB", "lots")
+    with pytest.raises(ValueError, match="LPIPS_EXPLORER_CACHE_MB"):
+        FeatureCache()
+
+
+def test_sixteen_threads_on_one_shared_model():
+    """One model shared by 16 threads (as st.cache_resource shares it across sessions), each
+    comparing churning references against their distorted copies, with a cache too small for all
+    references and a tiny switch interval: no exception, every value equal to a single-threaded run."""
+    model = registry.build("lpips", "alex", device="cpu")
+    refs = _churn_inputs(7)
+    others = [torch.clamp(r + 0.2 * torch.sin(torch.arange(64.0) / (k + 2)), -1, 1) for k, r in enumerate(refs)]
+    want = [float(model.compare(r, o).total[0]) for r, o in zip(refs, others)]
+    model.ref_cache = FeatureCache(max_bytes=2 * model.features(refs[0]).nbytes)
+    errors, wrong = [], []
+
+    def work(t: int) -> None:
+        try:
+            for i in range(40):
+                k = (t * 3 + i) % len(refs)
+                got = float(model.compare_batch(refs[k], others[k]).total[0])
+                if abs(got - want[k]) > 1e-6:
+                    wrong.append((t, k, got, want[k]))
+        except Exception as exc:  # noqa: BLE001 - any exception is the failure being tested for
+            errors.append(repr(exc))
+
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=work, args=(t,)) for t in range(16)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+    finally:
+        sys.setswitchinterval(old)
+    assert errors == [] and wrong == []
+    assert model.ref_cache.nbytes <= model.ref_cache.max_bytes
+    assert model.ref_cache.hits + model.ref_cache.misses >= 16 * 40
+
+
+def test_no_branch_on_a_metric_name_outside_the_registry():
+    """Only metric_registry knows metrics by name; everything else goes through the protocol."""
+    pattern = re.compile(r"""metric\w*\s*(==|!=)\s*["'](lpips|stlpips|dists)["']""")
+    files = [*(REPO / "lpips_core").rglob("*.py"), *(REPO / "app_pages").glob("*.py"), REPO / "app.py",
+             *(REPO / "ui").rglob("*.py"), *REPO.glob("ui.py"), *REPO.glob("pagekit.py")]
+    hits = [f"{f.relative_to(REPO)}:{n}" for f in files if f.name != "metric_registry.py"
+            for n, line in enumerate(f.read_text().splitlines(), 1) if pattern.search(line)]
+    assert hits == []
