@@ -17,8 +17,11 @@ too. The test asserts ``1e-8 < gap < 1e-5``: well above exact zero, far below an
 formula error would give (a wrong identity is off by O(0.1)).
 
 The full 2AFC (5 stand-ins, 600 + 600 triplets, 300 Adam steps) takes about 40–70 s on the
-2-core CI machine, so it runs once per module (fixture ``full_2afc``); the CLI test runs it once
-more in a subprocess. The other tests use small settings.
+2-core CI machine, so it runs once per test session (:func:`calibration_shared.article_2afc`,
+fixture ``full_2afc``): the CLI's ``--json`` test runs ``main`` in-process with ``run_2afc``
+served from that run when, and only when, the CLI asks for exactly the article's settings (the
+page test does the same). The CLI's subprocess tests (tables, ``--real``, refused arguments) use
+small settings; the other tests too.
 """
 
 from __future__ import annotations
@@ -33,10 +36,14 @@ import pytest
 import torch
 
 from lpips_core import calibration as C
-from lpips_core.distortions import shift
+from lpips_core.calibration import cli, real
+from lpips_core.calibration.common import _mse, _to_net
+from lpips_core.distortions import block_dct, shift
 from lpips_core.figures import calibration as FC
+from lpips_core.model import LPIPS
 from lpips_core.weights import WeightsUnavailable
 
+from calibration_shared import article_2afc, serving_article_2afc
 from conftest import REPO
 
 # ------------------------------------------------------------------ the article's printed output
@@ -70,7 +77,8 @@ def mech() -> C.Mechanics:
 
 @pytest.fixture(scope="module")
 def full_2afc() -> C.TwoAFCResult:
-    return C.run_2afc()
+    """The article's run, computed once per session (shared with the CLI and page tests)."""
+    return article_2afc()
 
 
 @pytest.fixture(scope="module")
@@ -104,6 +112,7 @@ def test_mechanics_rows_in_order(mech):
     assert tuple(mech.rows) == C.MECHANICS_ROWS == tuple(DOC_MECHANICS)
 
 
+@pytest.mark.slow  # the full 2AFC, once per session: 40–70 s
 def test_2afc_table(full_2afc):
     """Every row of the article's 2AFC table (600 test triplets), to its printed 3 decimals."""
     rows = full_2afc.as_dict()
@@ -113,6 +122,7 @@ def test_2afc_table(full_2afc):
         assert got == tuple(f"{v:.3f}" for v in expected), label
 
 
+@pytest.mark.slow  # the full 2AFC, once per session: 40–70 s
 def test_2afc_lin_beats_unweighted_on_training_and_test(full_2afc):
     """The article's reading: fitting raises every network (train and test)."""
     for s in full_2afc.standins:
@@ -157,8 +167,8 @@ def test_standin_rejects_bad_seed_and_input():
 
 def test_standin_distance_properties(mech):
     net = C.StandInNet(0)
-    x = C._to_net(mech.patch)
-    y = C._to_net(mech.distorted["blur s=1.0"])
+    x = _to_net(mech.patch)
+    y = _to_net(mech.distorted["blur s=1.0"])
     assert float(C.standin_distance(net, x, x)[0]) == 0.0
     dxy, dyx = float(C.standin_distance(net, x, y)[0]), float(C.standin_distance(net, y, x)[0])
     assert dxy == pytest.approx(dyx, rel=1e-6)
@@ -192,8 +202,8 @@ def test_triplets_are_built_as_documented():
         np.testing.assert_array_equal(near, shift(tri.ref[i], 1, boundary="edge"))
         far = tri.x0[i] if tri.h[i] == 1 else tri.x1[i]
         if tri.kind[i] == "dct":  # the smallest step reaching the target MSE (or q = 1)
-            target = C._mse(tri.ref[i], near) * tri.ratio[i]
-            assert C._mse(tri.ref[i], far) >= target or np.array_equal(far, C.block_dct(tri.ref[i], 1.0))
+            target = _mse(tri.ref[i], near) * tri.ratio[i]
+            assert _mse(tri.ref[i], far) >= target or np.array_equal(far, block_dct(tri.ref[i], 1.0))
     again = C.make_triplets(24, 7)
     for name in ("ref", "x0", "x1", "h", "kind", "ratio"):
         np.testing.assert_array_equal(getattr(tri, name), getattr(again, name))
@@ -282,7 +292,7 @@ def test_mechanics_other_seeds_and_sizes():
 @pytest.fixture(scope="module")
 def alex():
     try:
-        return C.LPIPS("alex", "0.1", lin=True, device="cpu")
+        return LPIPS("alex", "0.1", lin=True, device="cpu")
     except WeightsUnavailable as exc:
         pytest.skip(f"AlexNet weights unavailable: {exc}")
 
@@ -300,7 +310,7 @@ def test_real_lpips_2afc_reports_unavailable_weights(monkeypatch):
     def unavailable(net, version, lin, device=None):
         raise WeightsUnavailable(net, f"no weights for {net} here")
 
-    monkeypatch.setattr(C, "LPIPS", unavailable)
+    monkeypatch.setattr(real, "LPIPS", unavailable)
     out = C.real_lpips_2afc(C.make_triplets(4, 2), nets=("alex", "vgg"))
     assert list(out) == ["alex", "vgg"]
     for net, res in out.items():
@@ -346,11 +356,22 @@ def test_fitted_weights_and_loss_figures(small_2afc):
 
 
 # ------------------------------------------------------------------ CLI
-def test_cli_json_reproduces_the_module(mech, full_2afc):
-    """``python -m lpips_core.calibration --json``: one JSON object, the article's settings."""
-    proc = subprocess.run([sys.executable, "-m", "lpips_core.calibration", "--json"], cwd=REPO,
-                          capture_output=True, text=True, timeout=900, check=True)
-    out = json.loads(proc.stdout)  # the whole of stdout is one object
+@pytest.mark.slow  # the full 2AFC, once per session: 40–70 s
+def test_cli_json_reproduces_the_module(mech, full_2afc, monkeypatch, capsys):
+    """``python -m lpips_core.calibration --json``: one JSON object, the article's settings.
+
+    ``main`` runs in-process; its ``run_2afc`` is served from the session's one full run only for
+    exactly the article's settings (any other call would run the experiment for real), and the
+    settings it asked for are asserted.
+    """
+    calls = []
+    monkeypatch.setattr(cli, "run_2afc", serving_article_2afc(calls))
+    assert cli.main(["--json", "--quiet"]) == 0
+    captured = capsys.readouterr()
+    assert captured.err == "" and calls == [dict(
+        net_seeds=C.DEFAULT_NET_SEEDS, n_train=600, n_test=600, train_seed=1, test_seed=2, steps=300, lr=0.05,
+        size=64, test=None)]
+    out = json.loads(captured.out)  # the whole of stdout is one object
     assert set(out) == {"mechanics", "twoafc", "checks"}
     assert out["mechanics"] == mech.as_dict()
     assert out["twoafc"] == full_2afc.as_dict()
@@ -385,3 +406,67 @@ def test_cli_real_lpips_rows():
         assert set(entry) in ({"baseline", "lin", "note"}, {"unavailable"})
         if "baseline" in entry:
             assert 0 <= entry["baseline"]["all"] <= 1 and 0 <= entry["lin"]["all"] <= 1
+
+
+BAD_ARGS = [
+    ["--triplets", "0"],
+    ["--triplets", "-5"],
+    ["--triplets", "100000000"],  # 8.9 TiB of patches if it were allocated
+    ["--triplets", str(cli.MAX_TRIPLETS + 1)],
+    ["--triplets", "abc"],
+    ["--steps", "-1"],
+    ["--steps", str(cli.MAX_STEPS + 1)],
+    ["--nets", "-1"],
+    ["--nets", "0"],
+    ["--nets", str(cli.MAX_NETS + 1)],
+    ["--nets", "1.5"],
+    ["--bogus"],
+]
+
+
+@pytest.mark.parametrize("args", [["--triplets", "0"], ["--triplets", "100000000"], ["--steps", "-1"],
+                                  ["--nets", "-1"], ["--nets", "0"]])
+def test_cli_refuses_bad_arguments_in_one_line(args):
+    """``python -m lpips_core.calibration``, refused before any work: exit status 2, one stderr line
+    ``error: …``, no traceback, within 10 s (most of it is importing torch)."""
+    proc = subprocess.run([sys.executable, "-m", "lpips_core.calibration", *args], cwd=REPO,
+                          capture_output=True, text=True, timeout=10)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error"), proc.stderr
+    assert "Traceback" not in proc.stderr and proc.stdout == ""
+    assert args[0] in lines[0]  # names the argument
+
+
+@pytest.mark.parametrize("args", BAD_ARGS)
+def test_cli_main_refuses_bad_arguments_in_one_line(args, capsys):
+    """The whole table in-process (the subprocess test above runs the issue's cases end to end)."""
+    with pytest.raises(SystemExit) as exc:
+        cli.main(args)
+    assert exc.value.code == 2
+    captured = capsys.readouterr()
+    lines = captured.err.splitlines()
+    assert captured.out == "" and len(lines) == 1 and lines[0].startswith("error: ") and args[0] in lines[0]
+
+
+def test_cli_limits_are_checked_by_the_parser():
+    """The documented caps are the parser's: the bounds themselves pass, one past them fails."""
+    parser = cli.build_parser()
+    ok = parser.parse_args(["--nets", str(cli.MAX_NETS), "--triplets", str(cli.MAX_TRIPLETS),
+                            "--steps", str(cli.MAX_STEPS)])
+    assert (ok.nets, ok.triplets, ok.steps) == (cli.MAX_NETS, cli.MAX_TRIPLETS, cli.MAX_STEPS)
+    low = parser.parse_args(["--nets", "1", "--triplets", "1", "--steps", "0"])
+    assert (low.nets, low.triplets, low.steps) == (1, 1, 0)
+    defaults = parser.parse_args([])
+    assert (defaults.nets, defaults.triplets, defaults.steps) == (len(C.DEFAULT_NET_SEEDS), 600, 300)
+
+
+def test_cli_run_failure_is_one_line(monkeypatch, capsys):
+    """A failure during the run (here a ValueError from the experiment) is one ``error:`` line, status 2."""
+    def broken(**kwargs):
+        raise ValueError("something\nwent wrong")
+
+    monkeypatch.setattr(cli, "run_2afc", broken)
+    assert cli.main(["--nets", "1", "--triplets", "4", "--steps", "0", "--quiet"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err == "error: ValueError: something went wrong\n"

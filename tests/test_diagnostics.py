@@ -151,22 +151,32 @@ def test_diagnose_demo_pair(alex, demo):
     assert float(d.per_layer.sum()) == pytest.approx(d.score, rel=1e-5)
     assert float(d.spatial_map.mean()) == pytest.approx(d.score, rel=0.02)
     assert d.layer_maps.shape == (5,) + r.array.shape[:2]
-    assert [c.name for c in d.checks] == ["Size", "Bit depth and value range", "Alpha channel", "Grayscale",
-                                          "EXIF orientation", "Misalignment", "JPEG blockiness"]
-    status = {c.name: c.status for c in d.checks}
-    assert status["Misalignment"] == "warning" and status["JPEG blockiness"] == "warning"
-    assert status["Size"] == status["Alpha channel"] == status["EXIF orientation"] == "ok"
-    mis = next(c for c in d.checks if c.name == "Misalignment")
+    assert [c.id for c in d.checks] == list(dg.CHECK_IDS) == [
+        "size", "bit_depth", "alpha", "grayscale", "exif_orientation", "misalignment", "jpeg_blockiness"]
+    assert [c.name for c in d.checks] == [s.name for s in dg.CHECKS]
+    status = {c.id: c.status for c in d.checks}
+    assert status["misalignment"] == "warning" and status["jpeg_blockiness"] == "warning"
+    assert status["size"] == status["alpha"] == status["exif_orientation"] == "ok"
+    mis = d.check("misalignment")
     assert mis.scores["after"] < mis.scores["before"]
     assert (mis.scores["dy"], mis.scores["dx"]) == pytest.approx((-2, -3), abs=0.3)
-    rng = next(c for c in d.checks if c.name == "Bit depth and value range")
+    assert mis.delta == pytest.approx(mis.scores["before"] - mis.scores["after"])
+    rng = d.check("bit_depth")
     assert rng.scores["[0,1]"] == pytest.approx(_lp(alex, r.array, t.array, convention="[0,1]"))
-    gray = next(c for c in d.checks if c.name == "Grayscale")
+    assert rng.counterfactuals == {} and rng.delta is None  # 8-bit files: no rounding counterfactual
+    gray = d.check("grayscale")
     assert gray.scores["both in gray"] == pytest.approx(_lp(alex, r.array, t.array, grayscale=True))
-    blk = next(c for c in d.checks if c.name == "JPEG blockiness")
+    assert gray.delta is None  # both in colour: the gray score is for comparison only
+    blk = d.check("jpeg_blockiness")
     assert blk.scores["test"] == pytest.approx(dg.blockiness(t.array))
+    assert blk.scores["test"] > dg.BLOCKINESS_THRESHOLD
     assert blk.scores["reference as JPEG q30"] == pytest.approx(_lp(alex, r.array, jpeg(r.array, 30)))
+    size = d.check("size")  # equal sizes: the counterfactuals are the two resized pairs
+    assert list(size.counterfactuals) == ["both → 64×64", "both → 256×256"]
+    assert size.delta == pytest.approx(max(abs(v - d.score) for v in size.counterfactuals.values()))
     assert d.classic["mse"] == pytest.approx(float(np.mean((r.array.astype(float) - t.array) ** 2)))
+    with pytest.raises(KeyError, match="no check with id 'Size'"):
+        d.check("Size")
 
 
 def test_diagnose_size_alpha_gray_exif(alex, ref):
@@ -176,19 +186,21 @@ def test_diagnose_size_alpha_gray_exif(alex, ref):
     t = load_image(_png(small, "RGBA"))
     t_black = load_image(_png(small, "RGBA"), background=(0, 0, 0))
     d = dg.diagnose(alex, r, t, method="bicubic", test_on_black=t_black.array)
-    by = {c.name: c for c in d.checks}
-    assert by["Size"].status == "warning" and "bicubic" in by["Size"].finding
-    assert d.score == pytest.approx(by["Size"].scores["test → reference size (bicubic)"])
+    by = {c.id: c for c in d.checks}
+    assert by["size"].status == "warning" and "bicubic" in by["size"].finding
+    assert d.score == pytest.approx(by["size"].scores["test → reference size (bicubic)"])
     assert d.test.shape == ref.shape
-    assert by["Alpha channel"].status == "warning"
-    assert by["Alpha channel"].scores["on black"] == pytest.approx(
+    assert by["alpha"].status == "warning"
+    assert by["alpha"].scores["on black"] == pytest.approx(
         _lp(alex, r.array, dg.match_size(t_black.array, (64, 80), method="bicubic")))
-    assert by["Alpha channel"].scores["on black"] != pytest.approx(d.score)
+    assert by["alpha"].scores["on black"] != pytest.approx(d.score)
+    assert by["alpha"].delta == pytest.approx(abs(by["alpha"].scores["on black"] - d.score))
 
     # grayscale test against a colour reference
     g = load_image(_png(ref, "L"))
     d = dg.diagnose(alex, r, g)
-    assert {c.name: c.status for c in d.checks}["Grayscale"] == "warning"
+    assert d.check("grayscale").status == "warning"
+    assert d.check("grayscale").delta == pytest.approx(abs(d.check("grayscale").scores["both in gray"] - d.score))
 
     # EXIF: the test's pixels are stored rotated, with tag 6 to turn them upright
     stored = np.asarray(Image.fromarray(np.rint(ref * 255).astype(np.uint8)).transpose(Image.Transpose.ROTATE_90))
@@ -199,11 +211,12 @@ def test_diagnose_size_alpha_gray_exif(alex, ref):
     e = load_image(buf.getvalue())
     assert e.exif_orientation == 6 and e.array.shape == ref.shape
     d = dg.diagnose(alex, r, e)
-    by = {c.name: c for c in d.checks}
-    assert by["EXIF orientation"].status == "warning"
+    exif_check = d.check("exif_orientation")
+    assert exif_check.status == "warning"
     ignored = dg.match_size(dg.undo_exif(e.array, 6), (64, 80))
-    assert by["EXIF orientation"].scores["tag ignored"] == pytest.approx(_lp(alex, r.array, ignored))
-    assert by["EXIF orientation"].scores["tag ignored"] > 2 * d.score
+    assert exif_check.scores["tag ignored"] == pytest.approx(_lp(alex, r.array, ignored))
+    assert exif_check.scores["tag ignored"] > 2 * d.score
+    assert exif_check.delta == pytest.approx(exif_check.scores["tag ignored"] - d.score)
 
 
 def test_diagnose_16_bit(alex, ref):
@@ -213,8 +226,9 @@ def test_diagnose_16_bit(alex, ref):
     t = load_image(buf.getvalue())
     assert t.bit_depth == 16
     d = dg.diagnose(alex, load_image(_png(ref, "L")), t)
-    c = next(c for c in d.checks if c.name == "Bit depth and value range")
+    c = d.check("bit_depth")
     assert c.status == "info" and "test rounded to 8 bits" in c.scores
+    assert c.counterfactuals == {"test rounded to 8 bits": c.scores["test rounded to 8 bits"]}
 
 
 def test_report_is_strict_json_with_the_configuration(alex, demo):
@@ -227,7 +241,7 @@ def test_report_is_strict_json_with_the_configuration(alex, demo):
     assert back["configuration"]["net"] == "alex" and back["lpips"] == pytest.approx(d.score)
     for lib in ("torch", "torchvision", "lpips_core", "numpy", "streamlit"):
         assert back["versions"][lib]
-    assert len(back["checks"]) == 7 and sum(back["per_layer"].values()) == pytest.approx(d.score, rel=1e-5)
+    assert [c["id"] for c in back["checks"]] == list(dg.CHECK_IDS) and sum(back["per_layer"].values()) == pytest.approx(d.score, rel=1e-5)
     assert dg.report_json({"psnr": float("inf"), "x": np.float32(1.5), "n": float("nan")}) == \
         '{\n  "psnr": "inf",\n  "x": 1.5,\n  "n": "nan"\n}'
 
@@ -247,3 +261,50 @@ def test_layer_breakdown_sums(alex, ref):
     assert base.weights is None and float(base.contributions[0].sum()) == pytest.approx(float(base.per_layer[0]), rel=1e-4)
     with pytest.raises(ValueError, match="differs in shape"):
         dg.layer_breakdown(alex, ref, ref[:40])
+
+
+# --------------------------------------------------------------------------- the registry
+def _context(model, r, t, score=None) -> dg.PairContext:
+    tst = dg.match_size(t.array, r.array.shape[:2])
+    score = _lp(model, r.array, tst) if score is None else score
+    return dg.PairContext(model, r, t, r.array, tst, score, "bilinear", "[-1,1]")
+
+
+def test_registry_ids_are_unique_and_name_every_check():
+    assert len(set(dg.CHECK_IDS)) == len(dg.CHECKS) == 7
+    assert all(callable(spec.run) and spec.name for spec in dg.CHECKS)
+
+
+def test_run_checks_runs_the_given_specs_in_order(alex, demo):
+    r, t, d = demo
+    ctx = _context(alex, r, t, d.score)
+    picked = [s for s in dg.CHECKS if s.id in ("jpeg_blockiness", "size")][::-1]
+    out = dg.run_checks(ctx, picked)
+    assert [c.id for c in out] == ["jpeg_blockiness", "size"]
+    assert out[0] == d.check("jpeg_blockiness") and out[1] == d.check("size")
+    custom = dg.CheckSpec("size", "Custom", lambda c: dg.Outcome("info", "f", "e", {"x": 1.0}, {"alt": c.score + 0.25}))
+    (c,) = dg.run_checks(ctx, [custom])
+    assert (c.id, c.name, c.status, c.delta) == ("size", "Custom", "info", pytest.approx(0.25))
+
+
+def test_thresholds_are_the_named_constants(alex, demo, monkeypatch):
+    """The checks read their thresholds from the module constants (no inline numbers)."""
+    from lpips_core.diagnostics import checks
+
+    r, t, _ = demo
+    spec = {s.id: s for s in dg.CHECKS}
+    ctx = _context(alex, r, t)
+    assert dg.run_checks(ctx, [spec["jpeg_blockiness"]])[0].status == "warning"
+    monkeypatch.setattr(checks, "BLOCKINESS_THRESHOLD", ctx.blockiness["test"] + 0.01)
+    assert dg.run_checks(ctx, [spec["jpeg_blockiness"]])[0].status == "ok"
+    assert dg.run_checks(ctx, [spec["misalignment"]])[0].status == "warning"  # about 3.6 px
+    monkeypatch.setattr(checks, "MISALIGNMENT_PX", 5.0)
+    assert dg.run_checks(ctx, [spec["misalignment"]])[0].status == "ok"
+
+
+def test_bit_depth_flags_a_narrow_range(alex, ref):
+    dark = load_image(_png(ref * 0.3))  # values in [0, 0.3]: span below NARROW_RANGE
+    r = load_image(_png(ref))
+    (c,) = dg.run_checks(_context(alex, r, dark), [s for s in dg.CHECKS if s.id == "bit_depth"])
+    assert dark.array.max() - dark.array.min() < dg.NARROW_RANGE
+    assert c.status == "warning" and "The test image spans less than half" in c.finding

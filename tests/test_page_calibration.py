@@ -1,5 +1,9 @@
 """The "Calibration lab" page under AppTest: it renders, runs with small and with default settings,
-and shows the numbers of :mod:`lpips_core.calibration` (golden values: see test_calibration.py)."""
+and shows the numbers of :mod:`lpips_core.calibration` (golden values: see test_calibration.py).
+
+The default-settings test does not run the full 2AFC again: the library's ``run_2afc`` is served
+from the session's one run (:mod:`calibration_shared`) when the page asks for exactly the
+article's settings, and the settings the page asked for are asserted."""
 
 from __future__ import annotations
 
@@ -7,6 +11,8 @@ import numpy as np
 
 from lpips_core import calibration as C
 from lpips_core import weights
+
+from calibration_shared import serving_article_2afc
 
 PAGE = "app_pages/calibration_lab.py"
 
@@ -76,12 +82,16 @@ def test_page_runs_small_settings_and_shows_the_module_values(app):
     assert _table(at, "L2").equals(table)
 
 
-def test_page_default_settings_finish_with_a_progress_bar(app):
+def test_page_default_settings_finish_with_a_progress_bar(app, monkeypatch):
     """The reference example's settings (5 nets, 600 + 600 triplets, 300 steps): about a minute on CPU."""
+    calls = []
+    monkeypatch.setattr(C, "run_2afc", serving_article_2afc(calls))
     at = _open(app)
     at.button(key="cal_run").click()
     at.run(timeout=900)
     assert not at.exception
+    assert calls == [dict(net_seeds=C.DEFAULT_NET_SEEDS, n_train=600, n_test=600, train_seed=1, test_seed=2,
+                          steps=300, lr=0.05, size=64, test=None)]
     bars = _progress(at)
     assert bars and bars[0][0] == 100 and "Toy 2AFC: computed" in bars[0][1]
     table = _table(at, "L2")
