@@ -1,14 +1,18 @@
 """LPIPS Explorer: the Streamlit entry point.
 
 Sets the page config once, draws the sidebar controls shared by every page (backbone, version,
-lin/baseline, the device and weights line, the reference image) and runs the chosen page.
+lin/baseline, the device and weights line, the reference image) and runs the chosen page. The
+sidebar and the page each run inside :func:`ui.error_boundary`: an unexpected exception becomes a
+short message with the configuration, and its traceback goes to the server's log.
 """
 
 import streamlit as st
 
 import ui
 
-st.set_page_config(page_title="LPIPS Explorer", page_icon=":material/compare:", layout="wide")
+# An emoji, not a ":material/…:" icon: Streamlit's frontend fetches a Material favicon from
+# fonts.gstatic.com, while an emoji favicon is an inline SVG (no request to an outside host).
+st.set_page_config(page_title="LPIPS Explorer", page_icon="⚖️", layout="wide")
 
 PAGES = [
     st.Page("app_pages/shift_vs_blur.py", title="Shift vs blur", icon=":material/school:", default=True),
@@ -20,6 +24,8 @@ PAGES = [
 ]
 
 page = st.navigation(PAGES)
-ui.init_state()
-ui.sidebar()
-page.run()
+with ui.error_boundary("The sidebar"):
+    ui.init_state()
+    ui.sidebar()
+with ui.error_boundary(page.title):
+    page.run()

@@ -165,7 +165,7 @@ for net in ("alex", "vgg"):
         st.caption(f"{ui.NET_LABELS[net]} cannot be scored here: {status[net][1]}")
 
 if submitted:
-    st.session_state["cal_last"] = dict(
+    st.session_state[ui.state.CAL_LAST] = dict(
         net_seeds=tuple(range(first_seed, first_seed + n_nets)), n=n_triplets, steps=steps, lr=lr,
         train_seed=train_seed, test_seed=test_seed, real=tuple(real_nets), version=cfg.version,
     )
@@ -213,7 +213,7 @@ def show_results(last: dict) -> None:
     st.plotly_chart(figs.training_loss(result), key="cal_loss_fig")
 
 
-last = st.session_state.get("cal_last")
+last = st.session_state.get(ui.state.CAL_LAST)
 if last is None:
     st.info("The defaults are the reference example's settings (5 nets, 600 + 600 triplets, 300 steps): one to "
             "two minutes on a 2-core CPU, then kept. Press **Run the experiment**.", icon=":material/play_arrow:")

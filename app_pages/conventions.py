@@ -6,7 +6,6 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-import pagekit
 import ui
 from lpips_core import metric_registry
 from lpips_core.figures.grids import conventions_heatmap
@@ -38,9 +37,9 @@ st.markdown(
     "cell is shown as a ratio to the correct value of its backbone and size."
 )
 
-ref, ref_name, dist, source = pagekit.current_pair()
-st.caption(f"Pair: {pagekit.md_escape(ref_name)} ({ref.shape[0]}×{ref.shape[1]} px) against "
-           f"{pagekit.md_escape(source)}.")
+ref, ref_name, dist, source = ui.current_pair()
+st.caption(f"Pair: {ui.md_escape(ref_name)} ({ref.shape[0]}×{ref.shape[1]} px) against "
+           f"{ui.md_escape(source)}.")
 c1, c2 = st.columns(2)
 c1.image(ref, caption="reference", clamp=True, width="stretch")
 c2.image(dist, caption="distorted", clamp=True, width="stretch")
@@ -97,30 +96,30 @@ def successors_grid() -> None:
         "torchvision's `ToTensor` gives them. Below, the same pair is fed to each under every range convention; "
         "each cell is a ratio to that metric's correct value at the same size."
     )
-    picked = pagekit.successor_picker("conv_successors")
+    picked = ui.successor_picker("conv_successors")
     rows = []
-    for sid in pagekit.SUCCESSORS:
-        metric, net = pagekit.SUCCESSORS[sid]
+    for sid in ui.SUCCESSORS:
+        metric, net = ui.SUCCESSORS[sid]
         info = metric_registry.METRICS[metric]
-        rows.append({"metric": pagekit.successor_label(sid), "expects": metric_registry.correct_convention(metric),
+        rows.append({"metric": ui.successor_label(sid), "expects": metric_registry.correct_convention(metric),
                      "paper": info.reference, "what it changes": info.summary})
     st.dataframe(pd.DataFrame(rows), hide_index=True, key="conv_succ_expect")
     if not picked:
         st.info("Choose a successor metric above to see what a wrong convention does to it.")
         return
-    models = {sid: m for sid, m in pagekit.successor_models(picked).items() if m is not None}
+    models = {sid: m for sid, m in ui.successor_models(picked).items() if m is not None}
     if not models:
         return
     cells = []
     bar = st.progress(0.0, text="Scoring the successor metrics…")
     pieces = [(sid, size) for sid in models for size in SUCCESSOR_SIZES]
     for k, (sid, size) in enumerate(pieces):
-        metric, net = pagekit.SUCCESSORS[sid]
-        bar.progress(k / len(pieces), text=f"{pagekit.successor_label(sid)} at "
+        metric, net = ui.SUCCESSORS[sid]
+        bar.progress(k / len(pieces), text=f"{ui.successor_label(sid)} at "
                                             f"{'native size' if size is None else f'{size}×{size}'}…")
         cells += successor_piece(ref, dist, metric, net, size, models[sid])
     bar.empty()
-    labels = {sid: pagekit.successor_label(sid) for sid in models}
+    labels = {sid: ui.successor_label(sid) for sid in models}
     st.plotly_chart(conventions_heatmap(cells, net_labels=labels, value_name="distance"), key="conv_succ_heatmap")
     st.caption("★ marks each metric's correct convention. Colour: log₂ of the ratio to it (white = agrees; "
                "red = larger, blue = smaller); hover for what the mistake models.")

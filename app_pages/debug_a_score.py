@@ -8,7 +8,6 @@ import math
 import pandas as pd
 import streamlit as st
 
-import pagekit
 import ui
 from lpips_core.conventions import RESIZE_METHODS
 from lpips_core.diagnostics import (
@@ -63,7 +62,7 @@ st.markdown(
     "and what it does to the score."
 )
 cfg = ui.app_config()
-max_side = int(st.session_state.get("working_side", 256))
+max_side = ui.working_side()
 u1, u2 = st.columns(2)
 ref_file = u1.file_uploader("Reference image", type=ui.UPLOAD_TYPES, key="dbg_ref_file")
 test_file = u2.file_uploader("Test image", type=ui.UPLOAD_TYPES, key="dbg_test_file")
@@ -84,7 +83,7 @@ else:
     quality = d2.slider("Demo: JPEG quality", 5, 95, 30, 5, key="dbg_demo_quality")
     base = load(ref_data, ref_name, max_side, min_side)
     if isinstance(base, str):
-        st.error("Reference: " + pagekit.md_escape(base))
+        st.error("Reference: " + ui.md_escape(base))
         st.stop()
     test_data = demo_pair(base.array, dx=shift_px, dy=shift_px * 2 / 3, quality=quality)[1]
     test_name = f"demo (reference shifted {shift_px:g} px right, {shift_px * 2 / 3:.2g} px down, JPEG q{quality})"
@@ -96,7 +95,7 @@ if model is None:
 with st.spinner("Running the checks…"):
     diag = run(ref_data, ref_name, test_data, test_name, max_side, method, cfg.net, cfg.version, cfg.lin, model)
 if isinstance(diag, str):
-    st.error(pagekit.md_escape(diag))
+    st.error(ui.md_escape(diag))
     st.stop()
 
 st.subheader("The score")
@@ -107,19 +106,19 @@ m[2].metric("PSNR (dB)", ui.fmt(diag.classic["psnr"], 2))
 m[3].metric("SSIM", "n/a" if not math.isfinite(diag.classic["ssim"]) else f"{diag.classic['ssim']:.4f}")
 i1, i2 = st.columns(2)
 i1.image(diag.reference, caption="reference", clamp=True, width="stretch")
-i1.caption(pagekit.md_escape(ref_name))
+i1.caption(ui.md_escape(ref_name))
 i2.image(diag.test, caption="test, as compared", clamp=True, width="stretch")
-i2.caption(pagekit.md_escape(test_name))
+i2.caption(ui.md_escape(test_name))
 for which, facts in diag.facts.items():
     for notice in facts["notices"]:
-        st.caption(f"{which.capitalize()}: {pagekit.md_escape(notice)}")
+        st.caption(f"{which.capitalize()}: {ui.md_escape(notice)}")
 
 st.subheader("Checks")
 for check in diag.checks:
     with st.container(border=True):
         st.markdown(f"{ICONS[check.status]} **{check.name}** — {check.status}")
-        st.markdown(pagekit.md_escape(check.finding))
-        st.markdown("*Effect on the score:* " + pagekit.md_escape(check.effect))
+        st.markdown(ui.md_escape(check.finding))
+        st.markdown("*Effect on the score:* " + ui.md_escape(check.effect))
         if check.id == "size":
             st.dataframe(pd.DataFrame([{"choice": o.label, "size (H×W)": f"{o.size[0]}×{o.size[1]}",
                                         "LPIPS": o.lpips, "note": o.note} for o in diag.resize_options]),

@@ -8,12 +8,12 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-import pagekit
 import ui
 from lpips_core import metrics
 from lpips_core.distortions import DISTORTIONS, PARAMS
 from lpips_core.figures.maps import abs_difference, dists_stage_bars, map_overlay, map_png, per_layer_bars
 from lpips_core.sweeps import lpips_many, metric_many
+from ui.state import LAB_ADD_NAME, LAB_CHAIN, LAB_NEXT_ID, LAB_STEPS
 
 ss = st.session_state
 
@@ -24,33 +24,33 @@ def _defaults(name: str) -> dict:
 
 
 def _init() -> None:
-    if "lab_steps" not in ss:
-        ss["lab_steps"] = [{"id": 0, "name": "gaussian_blur", "params": _defaults("gaussian_blur")}]
-        ss["lab_next_id"] = 1
+    if LAB_STEPS not in ss:
+        ss[LAB_STEPS] = [{"id": 0, "name": "gaussian_blur", "params": _defaults("gaussian_blur")}]
+        ss[LAB_NEXT_ID] = 1
 
 
 def _add() -> None:
-    name = ss.get("lab_add_name", "gaussian_blur")
-    ss["lab_steps"] = ss["lab_steps"] + [{"id": ss["lab_next_id"], "name": name, "params": _defaults(name)}]
-    ss["lab_next_id"] += 1
+    name = ss.get(LAB_ADD_NAME, "gaussian_blur")
+    ss[LAB_STEPS] = ss[LAB_STEPS] + [{"id": ss[LAB_NEXT_ID], "name": name, "params": _defaults(name)}]
+    ss[LAB_NEXT_ID] += 1
 
 
 def _remove(step_id: int) -> None:
-    ss["lab_steps"] = [s for s in ss["lab_steps"] if s["id"] != step_id]
+    ss[LAB_STEPS] = [s for s in ss[LAB_STEPS] if s["id"] != step_id]
 
 
 def _move_up(step_id: int) -> None:
-    steps = list(ss["lab_steps"])
+    steps = list(ss[LAB_STEPS])
     i = next(k for k, s in enumerate(steps) if s["id"] == step_id)
     if i > 0:
         steps[i - 1], steps[i] = steps[i], steps[i - 1]
-    ss["lab_steps"] = steps
+    ss[LAB_STEPS] = steps
 
 
 def _reset() -> None:
     for key in [k for k in ss if isinstance(k, str) and k.startswith("lab_") and k[4:5].isdigit()]:
         del ss[key]
-    del ss["lab_steps"]
+    del ss[LAB_STEPS]
     _init()
 
 
@@ -126,11 +126,11 @@ _init()
 st.title("Distortion lab")
 ref, ref_name = ui.reference()
 cfg = ui.app_config()
-st.caption(f"Reference: {pagekit.md_escape(ref_name)} · {ref.shape[0]}×{ref.shape[1]} px · "
+st.caption(f"Reference: {ui.md_escape(ref_name)} · {ref.shape[0]}×{ref.shape[1]} px · "
            f"LPIPS v{cfg.version}, {'lin' if cfg.lin else 'baseline'} (sidebar)")
 
 st.subheader("The chain")
-steps = ss["lab_steps"]
+steps = ss[LAB_STEPS]
 if not steps:
     st.info("The chain is empty: the distorted image is the reference itself. Add a step below.")
 for k, step in enumerate(steps):
@@ -145,18 +145,18 @@ for k, step in enumerate(steps):
             with col:
                 step["params"][pname] = _param_widget(step["id"], pname, spec, step["params"].get(pname, spec.default))
 a1, a2, a3 = st.columns([3, 1, 1])
-a1.selectbox("Add a distortion", list(DISTORTIONS), key="lab_add_name", label_visibility="collapsed")
+a1.selectbox("Add a distortion", list(DISTORTIONS), key=LAB_ADD_NAME, label_visibility="collapsed")
 a2.button("Add step", key="lab_add", on_click=_add)
 a3.button("Reset", key="lab_reset", on_click=_reset)
 
 chain = [(s["name"], {p: v for p, v in s["params"].items()}) for s in steps]
 try:
-    dist = pagekit.apply_chain(ref, pagekit.chain_key(chain))
+    dist = ui.apply_chain(ref, ui.chain_key(chain))
 except (ValueError, TypeError) as exc:
-    st.error("This chain cannot be applied: " + pagekit.md_escape(str(exc)))
+    st.error("This chain cannot be applied: " + ui.md_escape(str(exc)))
     st.stop()
-ss["lab_chain"] = chain  # the Conventions and Inside-a-layer pages use the same pair
-st.caption("Chain: " + pagekit.md_escape(pagekit.chain_label(chain)))
+ss[LAB_CHAIN] = chain  # the Conventions and Inside-a-layer pages use the same pair
+st.caption("Chain: " + ui.md_escape(ui.chain_label(chain)))
 
 diff, gain = abs_difference(ref, dist)
 i1, i2, i3 = st.columns(3)
@@ -167,7 +167,7 @@ i3.image(diff, caption=f"|difference| × {gain:.1f}" if gain != 1 else "|differe
 
 # -- metrics for every backbone
 st.subheader("Metrics")
-chosen = pagekit.successor_picker("lab_successors")
+chosen = ui.successor_picker("lab_successors")
 results: dict[str, dict] = {}
 rows = [{"metric": name, "value": value, "note": "" if math.isfinite(value) or name != "SSIM" else "image too small"}
         for name, value in classic_metrics(ref, dist).items()]
@@ -184,14 +184,14 @@ with st.spinner("LPIPS through every available backbone…"):
 succ_results: dict[str, dict] = {}  # successor id → lab_successor's dict
 if chosen:
     with st.spinner("The successor metrics…"):
-        for sid, model in pagekit.successor_models(chosen).items():
-            metric, net = pagekit.SUCCESSORS[sid]
+        for sid, model in ui.successor_models(chosen).items():
+            metric, net = ui.SUCCESSORS[sid]
             if model is None:
-                rows.append({"metric": pagekit.successor_label(sid), "value": float("nan"),
+                rows.append({"metric": ui.successor_label(sid), "value": float("nan"),
                              "note": "unavailable (no weights)"})
                 continue
             succ_results[sid] = lab_successor(ref, dist, metric, net, model)
-            rows.append({"metric": pagekit.successor_label(sid), "value": succ_results[sid]["total"],
+            rows.append({"metric": ui.successor_label(sid), "value": succ_results[sid]["total"],
                          "note": SUCCESSOR_NOTES[metric]})
 table = pd.DataFrame(rows)
 st.dataframe(table, hide_index=True, key="lab_metrics",
@@ -199,7 +199,7 @@ st.dataframe(table, hide_index=True, key="lab_metrics",
 missing = [ui.NET_LABELS[n] for n in ui.NET_LABELS if n not in results]
 if missing:
     st.caption(f"Unavailable here: {', '.join(missing)} — see the sidebar's backbone list for the reason and fix.")
-csv = table.assign(chain=pagekit.chain_label(chain), reference=ref_name).to_csv(index=False)
+csv = table.assign(chain=ui.chain_label(chain), reference=ref_name).to_csv(index=False)
 st.download_button("Download the metrics (CSV)", csv, file_name="lpips_metrics.csv", mime="text/csv",
                    key="lab_csv")
 
@@ -212,7 +212,7 @@ if not results and not layered and not staged:
 st.subheader("Where the distance comes from")
 if results or layered:
     bars = {ui.NET_LABELS[n]: (r["layer_names"], r["per_layer"]) for n, r in results.items()}
-    bars.update({pagekit.successor_label(sid): (r["layer_names"], r["per_layer"]) for sid, r in layered.items()})
+    bars.update({ui.successor_label(sid): (r["layer_names"], r["per_layer"]) for sid, r in layered.items()})
     st.plotly_chart(
         per_layer_bars(bars, title="Per-layer terms d_l, stacked: each bar's height is the LPIPS value"),
         key="lab_layers_fig",
@@ -223,7 +223,7 @@ if results or layered:
 for sid, r in staged.items():
     st.plotly_chart(
         dists_stage_bars(r["layer_names"], r["components"]["texture"], r["components"]["structure"], label="DISTS",
-                         title=f"{pagekit.successor_label(sid)} = {r['total']:.4f}: texture and structure terms "
+                         title=f"{ui.successor_label(sid)} = {r['total']:.4f}: texture and structure terms "
                                "per stage, all of them summed"),
         key=f"lab_{sid.replace('-', '_')}_fig",
     )
@@ -236,7 +236,7 @@ map_sources = {**results, **layered}  # LPIPS backbones by net, ST-LPIPS by succ
 
 
 def _map_label(key: str) -> str:
-    return ui.NET_LABELS[key] if key in ui.NET_LABELS else pagekit.successor_label(key)
+    return ui.NET_LABELS[key] if key in ui.NET_LABELS else ui.successor_label(key)
 
 
 m1, m2, m3 = st.columns([1, 2, 1])

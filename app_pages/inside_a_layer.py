@@ -6,7 +6,6 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-import pagekit
 import ui
 from lpips_core.diagnostics import layer_breakdown
 from lpips_core.figures.layers import (
@@ -70,9 +69,9 @@ model = ui.get_model()
 if model is None:
     st.info("Choose an available backbone in the sidebar to look inside the real network.")
     st.stop()
-ref, ref_name, dist, source = pagekit.current_pair()
-st.caption(f"{ui.NET_LABELS[cfg.net]} ({cfg.label}) on {pagekit.md_escape(ref_name)} against "
-           f"{pagekit.md_escape(source)}.")
+ref, ref_name, dist, source = ui.current_pair()
+st.caption(f"{ui.NET_LABELS[cfg.net]} ({cfg.label}) on {ui.md_escape(ref_name)} against "
+           f"{ui.md_escape(source)}.")
 with st.spinner("Running the pair through the network…"):
     b = breakdown(ref, dist, cfg.net, cfg.version, cfg.lin, model)
 

@@ -6,7 +6,6 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-import pagekit
 import ui
 from lpips_core import metrics, synth
 from lpips_core.distortions import gaussian_blur, kernel_blur, shift
@@ -119,7 +118,7 @@ st.markdown(
 st.subheader("The same question on a real image")
 ref, ref_name = ui.reference()
 cfg = ui.app_config()
-st.caption(f"Reference: {pagekit.md_escape(ref_name)} · {ref.shape[0]}×{ref.shape[1]} px · "
+st.caption(f"Reference: {ui.md_escape(ref_name)} · {ref.shape[0]}×{ref.shape[1]} px · "
            f"LPIPS: v{cfg.version}, {'lin' if cfg.lin else 'baseline'} (sidebar) · shift boundary: {SHIFT_BOUNDARY}")
 c1, c2 = st.columns(2)
 s = float(c1.slider("Shift (px, to the right)", 0, 8, 2, 1, key="svb_shift"))
@@ -133,8 +132,8 @@ i3.image(blurred, caption=f"blurred σ = {sigma:g}", clamp=True, width="stretch"
 
 models = {net: ui.get_model(net) for net in LESSON_NETS}
 models = {net: m for net, m in models.items() if m is not None}
-chosen = pagekit.successor_picker("svb_successors")
-succ_models = {sid: m for sid, m in pagekit.successor_models(chosen).items() if m is not None}
+chosen = ui.successor_picker("svb_successors")
+succ_models = {sid: m for sid, m in ui.successor_models(chosen).items() if m is not None}
 
 rows = {name: [classic(ref, "shift", s)[name], classic(ref, "blur", sigma)[name]]
         for name in ("MSE", "PSNR (dB)", "SSIM")}
@@ -149,8 +148,8 @@ succ_blur: dict[str, list[float]] = {}
 if succ_models:
     with st.spinner("Running the successor metrics' sweeps (once per reference)…"):
         for sid, m in succ_models.items():
-            metric, net = pagekit.SUCCESSORS[sid]
-            name = pagekit.successor_label(sid)
+            metric, net = ui.SUCCESSORS[sid]
+            name = ui.successor_label(sid)
             succ_shift[name] = successor_curve(ref, "shift", SHIFTS, metric, net, m)
             succ_blur[name] = successor_curve(ref, "blur", SIGMAS, metric, net, m)
             rows[name] = [successor_at(ref, "shift", s, SHIFTS, metric, net, m),
@@ -160,9 +159,9 @@ table = pd.DataFrame({"metric": list(rows), f"shifted {s:g} px": [v[0] for v in 
                       f"blurred σ = {sigma:g}": [v[1] for v in rows.values()]})
 st.dataframe(table, hide_index=True, key="svb_current_table")
 
-parts = [pagekit.verdict("MSE", *rows["MSE"]), pagekit.verdict("SSIM", *rows["SSIM"], higher_is_better=True)]
-parts += [pagekit.verdict(name, *vals) for name, vals in rows.items() if name.startswith("LPIPS")]
-parts += [pagekit.verdict(name, *rows[name]) for name in succ_shift]
+parts = [ui.verdict("MSE", *rows["MSE"]), ui.verdict("SSIM", *rows["SSIM"], higher_is_better=True)]
+parts += [ui.verdict(name, *vals) for name, vals in rows.items() if name.startswith("LPIPS")]
+parts += [ui.verdict(name, *rows[name]) for name in succ_shift]
 st.markdown(f"**Verdict at a {s:g} px shift and σ = {sigma:g}:** " + "; ".join(parts) + ".")
 if succ_shift:
     shares = [f"{name} {rows[name][0] / rows[name][1]:.0%}" for name in rows

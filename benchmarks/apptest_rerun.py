@@ -55,9 +55,9 @@ def main(argv=None) -> int:
     # What the lab evaluated: every available LPIPS backbone plus the chosen successors.
     ref = at.session_state["ref_image"]
     evaluated = [("lpips", net) for net in ("alex", "vgg", "squeeze") if metric_registry.availability("lpips", net)[0]]
-    import pagekit
+    import ui
 
-    evaluated += [pagekit.SUCCESSORS[s] for s in at.session_state["successors"]] if "successors" in at.session_state else []
+    evaluated += [ui.SUCCESSORS[s] for s in at.session_state["successors"]] if "successors" in at.session_state else []
     dist = gaussian_blur(ref, sigmas[-1])
     floor_parts = {}
     with torch.inference_mode():

@@ -2,7 +2,13 @@
 
 Images are read as 8-bit RGB and scaled ``x / 255`` before the range convention applies.
 Errors (missing file, unreadable image, size mismatch, missing weights) exit with status 2 and
-one line on stderr, never a traceback.
+one line on stderr, ``error: ...``, never a traceback. What can be checked is checked before
+any image is read or any model is built: both paths must be regular files (a directory, FIFO,
+device such as ``/dev/zero`` or socket is refused unread, see
+:func:`lpips_core.images.check_file`); ``--size`` takes sides from 1 to :data:`MAX_SIZE`
+(2048 px, the loader's own ``max_side``: a VGG16 forward pass at 2048 x 2048 already holds
+gigabytes of activations); ``--device`` must exist on this machine (``cpu``, ``cuda[:N]``,
+``mps``). Usage errors are one line too, and any unexpected failure still ends as one line.
 """
 
 from __future__ import annotations
@@ -13,20 +19,50 @@ import sys
 from typing import Sequence
 
 from .conventions import CONVENTIONS, RESIZE_METHODS
+from .images import DEFAULT_MAX_SIDE
+
+MAX_SIZE: int = DEFAULT_MAX_SIDE
+"""Largest side ``--size`` accepts, in pixels (2048, as :func:`lpips_core.images.load_image`)."""
+
+
+class _OneLineParser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose usage errors are one line, ``error: ...``, exit status 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"error: {' '.join(message.split())} (see {self.prog} --help)\n")
 
 
 def _parse_size(text: str) -> int | tuple[int, int]:
+    """``"N"`` → ``N``; ``"HxW"`` → ``(H, W)``; every side an integer in ``[1, MAX_SIZE]``."""
     try:
-        if "x" in text.lower():
-            h, w = text.lower().split("x")
-            return int(h), int(w)
-        return int(text)
+        parts = [int(p) for p in text.lower().split("x")]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"--size takes N or HxW, got {text!r}") from None
+        parts = []
+    if len(parts) not in (1, 2):
+        raise argparse.ArgumentTypeError(f"expected N or HxW, got {text!r}")
+    if not all(1 <= p <= MAX_SIZE for p in parts):
+        raise argparse.ArgumentTypeError(f"sides must be from 1 to {MAX_SIZE} px, got {text!r}")
+    return parts[0] if len(parts) == 1 else (parts[0], parts[1])
+
+
+def _parse_device(text: str) -> str:
+    """A device that exists here (``auto``, ``cpu``, ``cuda``, ``cuda:N``, ``mps``), else a usage error."""
+    import torch
+
+    from .protocol import resolve_device
+
+    try:
+        dev = resolve_device(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
+        raise argparse.ArgumentTypeError(
+            f"device {text!r}: this machine has {torch.cuda.device_count()} CUDA device(s)")
+    return text
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m lpips_core", description="Exact LPIPS distances.")
+    parser = _OneLineParser(prog="python -m lpips_core", description="Exact LPIPS distances.")
     sub = parser.add_subparsers(dest="command", required=True)
     cmp = sub.add_parser("compare", help="LPIPS distance between two images")
     cmp.add_argument("a", help="reference image file")
@@ -40,17 +76,25 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.add_argument("--convention", default=None, choices=CONVENTIONS,
                      help="input range fed to the net (default: the metric's own: [-1,1], DISTS [0,1])")
     cmp.add_argument("--grayscale", action="store_true", help="feed the luma replicated to RGB")
-    cmp.add_argument("--size", type=_parse_size, default=None, help="resize both to N×N (or HxW) first")
+    cmp.add_argument("--size", type=_parse_size, default=None,
+                     help=f"resize both to N×N (or HxW) first; sides from 1 to {MAX_SIZE} px")
     cmp.add_argument("--resize-method", default="bilinear", choices=RESIZE_METHODS)
-    cmp.add_argument("--device", default=None, help="cpu, cuda, mps (default: auto)")
+    cmp.add_argument("--device", type=_parse_device, default=None,
+                     help="cpu, cuda, cuda:N or mps, where available (default: auto)")
     cmp.add_argument("--json", action="store_true", help="print one JSON object")
     return parser
 
 
 def _read(path: str):
+    """The image at ``path`` as ``(H, W, 3)`` float32 in ``[0, 1]`` (raises ``ImageLoadError``)."""
     from .images import load_image
 
     return load_image(path).array
+
+
+def _fail(message: str) -> int:
+    print("error: " + " ".join(message.split()), file=sys.stderr)
+    return 2
 
 
 def compare_command(args: argparse.Namespace) -> dict:
@@ -121,16 +165,27 @@ def _print_table(out: dict) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; returns the exit status (0, or 2 after one ``error: ...`` line on stderr).
+
+    Usage errors (argparse, ``--size``, ``--device``) exit 2 from the parser with one line.
+    """
     args = build_parser().parse_args(argv)
+    from .images import check_file
     from .weights import WeightsUnavailable
 
     try:
+        for path in (args.a, args.b):
+            check_file(path)  # both refused or accepted before anything is read or built
         out = compare_command(args)
+        text = json.dumps(out) if args.json else None
     except (ValueError, OSError, WeightsUnavailable) as exc:
-        print("error: " + " ".join(str(exc).split()), file=sys.stderr)
-        return 2
-    if args.json:
-        print(json.dumps(out))
+        return _fail(str(exc))
+    except KeyboardInterrupt:
+        return _fail("interrupted")
+    except Exception as exc:  # noqa: BLE001 - anything else still ends as one line, never a traceback
+        return _fail(f"unexpected {type(exc).__name__}" + (f": {exc}" if str(exc) else ""))
+    if text is not None:
+        print(text)
     else:
         _print_table(out)
     return 0

@@ -81,6 +81,7 @@ __all__ = [
     "ImageLoadError",
     "LoadedImage",
     "array_from_uint8",
+    "check_file",
     "check_image",
     "check_range",
     "image_to_png_bytes",
@@ -516,8 +517,8 @@ def _read_source(source) -> tuple[bytes, str]:
         if not isinstance(path, str):
             path = os.fsdecode(path)
         name = path
+        check_file(path)  # before opening: a FIFO or a device is never opened
         try:
-            _check_regular(os.stat(path), name)  # before opening: a FIFO or device never blocks
             fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
             with os.fdopen(fd, "rb") as handle:
                 _check_regular(os.fstat(handle.fileno()), name)  # replaced since the stat?
@@ -564,6 +565,28 @@ def _read_source(source) -> tuple[bytes, str]:
         "source must be a path, bytes or a binary file-like object, "
         f"got {type(source).__name__}"
     )
+
+
+def check_file(path: str | os.PathLike[str]) -> None:
+    """Refuse, from ``os.stat`` alone (nothing is opened), a path :func:`load_image` must not read.
+
+    Args:
+        path: the file's path.
+
+    Raises:
+        ImageLoadError: the path does not exist, cannot be examined, is a directory, a named
+            pipe, a device or a socket, or holds more than :data:`MAX_FILE_BYTES`.
+    """
+    name = os.fsdecode(path)
+    try:
+        info = os.stat(path)
+    except FileNotFoundError as exc:
+        raise ImageLoadError(f"No such file: '{name}'. Check the path.") from exc
+    except PermissionError as exc:
+        raise ImageLoadError(f"Permission denied reading '{name}'. Check the file's permissions.") from exc
+    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
+        raise ImageLoadError(f"Could not read '{name}': {exc}.") from exc
+    _check_regular(info, name)
 
 
 def _check_regular(st: os.stat_result, name: str) -> None:

@@ -9,6 +9,7 @@ import sys
 
 import numpy as np
 import pytest
+import torch
 
 from conftest import REPO, golden_dir
 from lpips_core import LPIPS
@@ -144,3 +145,26 @@ def test_metric_option_json_equals_api(files, golden, metric):
 def test_metric_option_errors(files):
     _assert_one_line_error(run_cli("compare", *files, "--metric", "dists", "--net", "alex"), "DISTS has no 'alex'")
     _assert_one_line_error(run_cli("compare", *files, "--metric", "stlpips", "--baseline"), "lpips only")
+
+
+@pytest.mark.parametrize("text, value", [("64", 64), ("1", 1), ("2048", 2048), ("32x48", (32, 48)), ("2048X1", (2048, 1)),
+                                         (" 96 ", 96)])
+def test_size_parser_accepts_sides_up_to_the_cap(text, value):
+    from lpips_core.__main__ import MAX_SIZE, _parse_size
+    from lpips_core.images import DEFAULT_MAX_SIDE
+
+    assert MAX_SIZE == DEFAULT_MAX_SIDE == 2048
+    assert _parse_size(text) == value
+
+
+def test_device_parser_accepts_what_exists():
+    from lpips_core.__main__ import _parse_device
+
+    assert _parse_device("cpu") == "cpu" and _parse_device("auto") == "auto"
+    if torch.cuda.is_available():
+        assert _parse_device("cuda:0") == "cuda:0"
+
+
+def test_help_still_exits_zero():
+    proc = run_cli("compare", "--help")
+    assert proc.returncode == 0 and "sides from 1 to 2048 px" in " ".join(proc.stdout.split())

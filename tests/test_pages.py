@@ -15,6 +15,8 @@ from lpips_core import LPIPS, diagnostics, toy_layer
 from lpips_core.distortions import chain, gaussian_blur, shift
 from lpips_core.images import image_to_png_bytes, load_image, min_side_for
 from lpips_core.sweeps import conventions_grid, lpips_many
+from ui import device_name
+from ui.text import md_escape
 from apptest_helpers import frame as _frame, ok as _ok, row as _row
 
 
@@ -189,7 +191,7 @@ def test_debug_a_score_uploads(app, models):
     assert _metric(at, "LPIPS") == pytest.approx(expected.score, abs=6e-5)
     # the file name reaches Markdown only escaped
     assert not any("<b>" in m.value for m in list(at.markdown) + list(at.caption))
-    assert any(r"test \<b\>x\</b\>\.png" in c.value for c in at.caption)
+    assert any(r"test \<b\>x\<\/b\>\.png" in c.value for c in at.caption)
 
     # a corrupt test file: the loader's message, no traceback, the page stays alive
     _ok(at.file_uploader(key="dbg_test_file").set_value(("broken.png", test_png[:200], "image/png")).run())
@@ -218,6 +220,7 @@ def test_pages_survive_an_unavailable_backbone(app):
     assert any("unavailable" in w.value for w in at.warning)
     _ok(at.switch_page("app_pages/inside_a_layer.py").run())
     assert any("available backbone" in i.value for i in at.info)
+    assert not at.error  # st.stop() went through the page's error boundary untouched
 
 
 def test_baseline_version_00_numbers(app, models):
@@ -237,3 +240,69 @@ def test_baseline_version_00_numbers(app, models):
     summary = _frame(at, "share of LPIPS")
     res = lpips_many(base, ref, [chain(ref, at.session_state["lab_chain"])])
     assert summary["d_l"].iloc[0] == pytest.approx(float(res.per_layer[0, 1]), rel=1e-5)
+
+
+# --------------------------------------------------------------------------- uploads, names, errors
+def _bmp(seed: int) -> bytes:
+    """A random 96×128 image as BMP bytes: uncompressed, so every such file has the same size."""
+    from PIL import Image
+
+    buf = io.BytesIO()
+    rng = np.random.default_rng(seed)
+    Image.fromarray((rng.random((96, 128, 3)) * 255).astype(np.uint8)).save(buf, format="BMP")
+    return buf.getvalue()
+
+
+def test_two_uploads_with_the_same_name_and_size_give_two_references(app):
+    """Uploads are keyed by their content: a second file with the same name and byte size is a
+    new reference, and its Markdown-laden name is shown escaped in the sidebar and the lab."""
+    first_bytes, second_bytes = _bmp(0), _bmp(1)
+    assert len(first_bytes) == len(second_bytes) and first_bytes != second_bytes
+    name = "[x](http://evil.example) *a_b*.bmp"
+    at = app
+    at.session_state["successors"] = []
+    at.switch_page("app_pages/distortion_lab.py")
+    _ok(at.run())
+    _ok(at.radio(key="ref_source").set_value("Upload").run())
+    for data in (first_bytes, second_bytes):
+        _ok(at.file_uploader(key="ref_upload").set_value((name, data, "image/bmp")).run())
+        want = load_image(io.BytesIO(data), max_side=256, min_side=64).array
+        np.testing.assert_array_equal(at.session_state["ref_image"], want)
+        assert at.session_state["ref_name"] == f"upload: {name}"
+        # the lab's numbers follow the new reference
+        table = _frame(at, "note")
+        assert _row(table, "metric", "MSE")["value"] == pytest.approx(
+            float(np.mean((gaussian_blur(want, 1.0).astype(np.float64) - want) ** 2)), rel=1e-5)
+    assert not np.array_equal(load_image(io.BytesIO(first_bytes)).array, load_image(io.BytesIO(second_bytes)).array)
+
+    shown = md_escape(f"upload: {name}")
+    assert at.sidebar.image[0].captions == [shown]
+    assert any(c.value.startswith(f"Reference: {shown} · 96×128 px") for c in at.caption)
+    assert "](http" not in shown and "\\[x\\]\\(http\u2060\\:\\/\\/evil\\.example\\)" in shown
+
+
+def test_a_page_error_is_a_short_message_without_traceback(app, monkeypatch, caplog):
+    """An unexpected exception in a page: a short st.error with the configuration, the traceback
+    only in the server's log, never a path or a traceback on the page; the sidebar stays."""
+    from lpips_core.figures import maps
+
+    def boom(*args, **kwargs):
+        raise RuntimeError("boom /secret/path")
+
+    monkeypatch.setattr(maps, "abs_difference", boom)
+    at = app
+    at.session_state["successors"] = []
+    at.switch_page("app_pages/distortion_lab.py")
+    with caplog.at_level("ERROR", logger="lpips_explorer.ui"):
+        _ok(at.run())
+    assert len(at.error) == 1
+    message = at.error[0].value
+    assert message.startswith("**Distortion lab stopped with an unexpected error** (RuntimeError).")
+    assert (f"Configuration: backbone AlexNet, v0\\.1, lin, device {device_name()}, "
+            r"reference sample\: chelsea.") in message
+    assert "secret" not in message and "Traceback" not in message and ".py" not in message
+    assert at.title[0].value == "Distortion lab"  # what ran before the error stays
+    assert at.selectbox(key="net").value == "alex"  # and so does the sidebar
+    logged = [r for r in caplog.records if r.name == "lpips_explorer.ui" and r.exc_info]
+    assert len(logged) == 1 and "Distortion lab raised RuntimeError" in logged[0].getMessage()
+    assert "boom /secret/path" in caplog.text and "Traceback" in caplog.text

@@ -69,11 +69,10 @@ def _start(app, successors=None):
 
 # --------------------------------------------------------------------------- shift vs blur
 def test_default_successors_follow_the_device(app):
-    import pagekit
     import ui
 
     at = _start(app)
-    want = pagekit.default_successors(ui.device_name())
+    want = ui.default_successors(ui.device_name())
     assert at.multiselect(key="svb_successors").value == want
     assert want == (["stlpips-alex"] if ui.device_name() == "cpu" else ALL)
     assert any("by default" in c.value for c in at.caption)
@@ -218,10 +217,10 @@ def no_stlpips_checkpoint(monkeypatch):
 
     monkeypatch.setattr(stlpips, "checkpoint_path", lambda net: None)
     ui.metric_status.clear()
-    ui._load_metric_model.clear()
+    ui.models._load_metric_model.clear()
     yield
     ui.metric_status.clear()  # the next test sees the real weights again
-    ui._load_metric_model.clear()
+    ui.models._load_metric_model.clear()
 
 
 def test_a_missing_checkpoint_is_a_message_not_a_traceback(app, no_stlpips_checkpoint):

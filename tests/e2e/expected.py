@@ -2,9 +2,9 @@
 
 The Distortion lab starts with one step, ``gaussian_blur`` at its ``ParamSpec`` defaults
 (``app_pages/distortion_lab.py``: ``_init``/``_defaults``), applied to the sidebar's reference by
-``pagekit.apply_chain`` (``lpips_core.distortions.chain``, then float32). The default reference is
+``ui.apply_chain`` (``lpips_core.distortions.chain``, then float32). The default reference is
 the sample photo ``chelsea`` loaded by ``lpips_core.images.load_image(max_side=256)``
-(``ui.init_state``/``ui._sample``); uploads go through ``load_image(max_side=256, min_side=64)``
+(``ui.init_state``/``ui.pair._sample``); uploads go through ``load_image(max_side=256, min_side=64)``
 (``ui.reference_picker``). LPIPS is the sidebar's default configuration: v0.1, lin.
 """
 

@@ -1,0 +1,50 @@
+"""The Streamlit side of LPIPS Explorer: what ``app.py`` and the pages share.
+
+- :mod:`ui.state`: session-state keys as named constants.
+- :mod:`ui.text`: pure text helpers (escaping, numbers, labels, verdicts); no Streamlit.
+- :mod:`ui.choices`: the app's choices (configuration, reference sources, successor metrics,
+  upload keys); no Streamlit.
+- :mod:`ui.models`: cached models, weights status, the sidebar's configuration.
+- :mod:`ui.pair`: the shared reference image and the distorted pair the analysis pages study.
+- :mod:`ui.widgets`: the sidebar, the reference picker, the successor picker.
+- :mod:`ui.boundary`: the error boundary each page runs in.
+
+Pages import what they use from here (``import ui``; ``ui.reference()``, ``ui.md_escape(...)``).
+All computation happens in ``lpips_core``. The names are loaded on first use, so that
+``import ui.text`` (or ``ui.state``, ``ui.choices``) does not import Streamlit.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+#: Each public name → the submodule that defines it.
+_EXPORTS: dict[str, str] = {
+    **dict.fromkeys(("state", "text", "choices", "models", "pair", "widgets", "boundary"), ""),
+    "error_boundary": "boundary",
+    **dict.fromkeys(("CPU_SUCCESSORS", "DEFAULT_CHAIN", "DEFAULT_SAMPLE", "SAMPLES_DIR", "SUCCESSORS", "SYNTHETIC",
+                     "UPLOAD_TYPES", "WORKING_SIDES", "AppConfig", "default_successors", "successor_label",
+                     "upload_key"), "choices"),
+    **dict.fromkeys(("app_config", "available_nets", "device_name", "get_metric_model", "get_model",
+                     "metric_status", "successor_models", "weights_status"), "models"),
+    **dict.fromkeys(("apply_chain", "current_pair", "init_state", "reference", "sample_names", "set_reference",
+                     "working_side"), "pair"),
+    **dict.fromkeys(("NET_LABELS", "chain_key", "chain_label", "fmt", "md_escape", "metric_label", "verdict"),
+                    "text"),
+    **dict.fromkeys(("reference_picker", "sidebar", "successor_picker"), "widgets"),
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'ui' has no attribute {name!r}")
+    module = importlib.import_module(f".{_EXPORTS[name] or name}", __name__)
+    value = module if not _EXPORTS[name] else getattr(module, name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

@@ -1,0 +1,113 @@
+"""Pure text helpers for the pages: escaping, numbers, labels, verdicts (no Streamlit here).
+
+Everything user-controlled (a file name, a loader's message) reaches Markdown only through
+:func:`md_escape`; everything here is testable without a Streamlit runtime.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any, Sequence
+
+#: Display names of the backbones, in the sidebar's order.
+NET_LABELS: dict[str, str] = {"alex": "AlexNet", "vgg": "VGG16", "squeeze": "SqueezeNet 1.1"}
+
+# Every ASCII punctuation character may be backslash-escaped in CommonMark, and renders as itself.
+# Streamlit's Markdown also reads `:red[...]` and emoji shortcodes (so `:` is escaped) and turns
+# `:material/x:` into an icon before parsing (so `/` is escaped).
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()<>#+\-.!|~$:/&])")
+# GFM turns bare URLs and e-mail addresses into links whatever their escapes: a WORD JOINER
+# (U+2060, invisible, zero width) before "://", after "www" and before "@" keeps them text.
+_AUTOLINK = re.compile(r"(?i)(?<=[a-z])(?=://)|(?<=\bwww)(?=\.)|(?=@)")
+WORD_JOINER = "\u2060"
+
+
+def md_escape(text: object) -> str:
+    """``text`` as a string whose Markdown (and HTML) syntax renders literally, with no link.
+
+    Use it for every user-controlled string (file names, loader messages) that reaches
+    ``st.markdown``, ``st.caption``, ``st.error`` and friends, or an image caption.
+    ``"[x](y)"`` → ``"\\[x\\]\\(y\\)"``; a bare URL or e-mail address gets an invisible word
+    joiner (U+2060) so that it is not linked.
+    """
+    return _MD_SPECIAL.sub(r"\\\1", _AUTOLINK.sub(WORD_JOINER, str(text)))
+
+
+def fmt(value: float, digits: int = 4) -> str:
+    """A number for display with ``digits`` decimals: ``"∞"`` / ``"−∞"`` for infinities (identical images' PSNR)."""
+    if value == float("inf"):
+        return "∞"
+    if value == float("-inf"):
+        return "−∞"
+    return f"{value:.{digits}f}"
+
+
+def chain_key(steps: Sequence[tuple[str, dict[str, Any]]]) -> str:
+    """A canonical, hashable form of a distortion chain (for caches): sorted-key JSON."""
+    return json.dumps([[name, params] for name, params in steps], sort_keys=True, default=list)
+
+
+def chain_label(steps: Sequence[tuple[str, dict[str, Any]]]) -> str:
+    """``"gaussian_blur(sigma=1.5) → jpeg(quality=30)"``; ``"no distortion"`` for an empty chain."""
+    if not steps:
+        return "no distortion"
+    parts = []
+    for name, params in steps:
+        args = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in params.items()
+                         if v is not None)
+        parts.append(f"{name}({args})")
+    return " → ".join(parts)
+
+
+def verdict(metric: str, shifted: float, blurred: float, *, higher_is_better: bool = False) -> str:
+    """Which copy ``metric`` calls closer to the reference, and by how much.
+
+    For a distance (lower is closer: MSE, LPIPS) the factor is the ratio of the two distances;
+    for a similarity (``higher_is_better``, e.g. SSIM) the two values are quoted instead.
+    """
+    if not (math.isfinite(shifted) and math.isfinite(blurred)):
+        return f"{metric} cannot compare the copies"
+    if shifted == blurred:
+        return f"{metric} calls both copies equally close"
+    if higher_is_better:
+        closer, hi, lo = ("shifted", shifted, blurred) if shifted > blurred else ("blurred", blurred, shifted)
+        return f"{metric} prefers the {closer} copy ({hi:.3f} vs {lo:.3f})"
+    closer, lo, hi = ("shifted", shifted, blurred) if shifted < blurred else ("blurred", blurred, shifted)
+    if lo <= 0:
+        return f"{metric} calls the {closer} copy identical to the reference"
+    return f"{metric} calls the {closer} copy {hi / lo:.1f}× closer"
+
+
+def metric_label(metric: str, net: str | None = None) -> str:
+    """``"ST-LPIPS · AlexNet"``, ``"DISTS · VGG16"``, ``"LPIPS · VGG16"`` (``net`` defaults to the metric's)."""
+    from lpips_core import metric_registry
+
+    info = metric_registry.METRICS[metric]
+    return f"{info.label} · {NET_LABELS[net or info.default_net]}"
+
+
+def device_word(device: str) -> str:
+    """``"GPU"`` for a CUDA device, else the device's name in capitals (``"MPS"``, ``"CPU"``)."""
+    return "GPU" if str(device).startswith("cuda") else str(device).upper()
+
+
+def config_summary(net: str, version: str, lin: bool, device: str, ref_name: str | None, *,
+                   escape: bool = True) -> str:
+    """The configuration of a page run, ``"backbone AlexNet, v0.1, lin, device cpu, reference sample: chelsea"``;
+    Markdown-escaped (``escape``, for the page) or raw (for the log)."""
+    esc = md_escape if escape else str
+    parts = [f"backbone {NET_LABELS.get(net) or esc(net)}", f"v{esc(version)}", "lin" if lin else "baseline",
+             f"device {esc(device)}"]
+    if ref_name is not None:
+        parts.append(f"reference {esc(ref_name)}")
+    return ", ".join(parts)
+
+
+def page_error_message(where: str, exc: BaseException, config: str) -> str:
+    """The short message an error boundary shows: what failed, the exception's type (never its
+    text, which may hold server paths), the configuration, and what to do."""
+    return (f"**{md_escape(where)} stopped with an unexpected error** ({type(exc).__name__}). "
+            f"Configuration: {config}. The details are in the server's log; changing the settings "
+            "or the reference and trying again may help.")
