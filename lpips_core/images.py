@@ -87,6 +87,7 @@ __all__ = [
     "image_to_png_bytes",
     "load_image",
     "min_side_for",
+    "undo_exif_orientation",
 ]
 
 DEFAULT_MAX_SIDE: int = 2048
@@ -272,6 +273,36 @@ _ORIENTATION_TEXT: dict[int, tuple[Image.Transpose, str]] = {
     7: (Image.Transpose.TRANSVERSE, "transversed (mirrored across the anti-diagonal)"),
     8: (Image.Transpose.ROTATE_90, "rotated 90° counter-clockwise"),
 }
+
+# Each EXIF transpose's inverse: the two quarter turns invert each other, the rest themselves.
+_INVERSE_TRANSPOSE = {Image.Transpose.ROTATE_90: Image.Transpose.ROTATE_270,
+                      Image.Transpose.ROTATE_270: Image.Transpose.ROTATE_90}
+
+
+def undo_exif_orientation(array: np.ndarray, orientation: int) -> np.ndarray:
+    """The image as stored in the file, before :func:`load_image` applied its EXIF orientation.
+
+    Uses the loader's own table of orientation tags (one definition) and Pillow's inverse
+    transpose, applied to an index map, so it is exact for any dtype and channel count.
+
+    Args:
+        array: ``(H, W)`` or ``(H, W, C)``, any dtype (e.g. ``LoadedImage.array``).
+        orientation: the EXIF tag (``LoadedImage.exif_orientation``); tags 2-8 are undone,
+            any other value returns the array unchanged.
+
+    Returns:
+        A new C-contiguous array (``(W, H, ...)`` for the tags 5-8 that swap the axes), or
+        ``array`` itself for tags without a transpose.
+    """
+    a = np.asarray(array)
+    entry = _ORIENTATION_TEXT.get(int(orientation))
+    if entry is None:
+        return a
+    h, w = a.shape[:2]
+    undo = _INVERSE_TRANSPOSE.get(entry[0], entry[0])
+    index = np.asarray(Image.fromarray(np.arange(h * w, dtype=np.int32).reshape(h, w)).transpose(undo))
+    return a.reshape(h * w, *a.shape[2:])[index]
+
 
 _GRAY_MODES = {"1", "L", "LA", "La", "I", "F"}
 _ALPHA_MODES = {"RGBA", "RGBa", "LA", "La", "PA"}

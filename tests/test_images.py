@@ -699,3 +699,33 @@ def test_one_luma_definition():
     assert C.LUMA == (0.299, 0.587, 0.114)
     img = np.random.default_rng(1).random((4, 4, 3))
     np.testing.assert_allclose(D.saturation(img, 0.0)[:, :, 0], img @ np.array(C.LUMA))
+
+
+# ------------------------------------------------------------------- EXIF, one table
+@pytest.mark.parametrize("tag", range(1, 9))
+def test_undo_exif_orientation_inverts_the_loader(tag):
+    """Undoing the tag the loader applied gives the pixels as stored in the file (decoded by
+    Pillow with no transpose), for every EXIF orientation."""
+    from lpips_core.images import undo_exif_orientation
+
+    data = exif_jpeg(marker_image(40, 24), tag)
+    loaded = load_image(data)
+    assert loaded.exif_orientation == tag
+    with Image.open(io.BytesIO(data)) as im:
+        stored = np.asarray(im.convert("RGB"), dtype=np.float32) / np.float32(255)
+    undone = undo_exif_orientation(loaded.array, tag)
+    np.testing.assert_array_equal(undone, stored)
+    assert undone.flags.c_contiguous
+
+
+@pytest.mark.parametrize("tag", range(2, 9))
+def test_undo_exif_orientation_is_pillows_inverse_for_any_dtype(tag):
+    from lpips_core.images import _ORIENTATION_TEXT, undo_exif_orientation
+
+    a = (np.random.default_rng(tag).random((5, 7, 3)) * 255).astype(np.uint8)
+    applied = np.asarray(Image.fromarray(a).transpose(_ORIENTATION_TEXT[tag][0]))
+    np.testing.assert_array_equal(undo_exif_orientation(applied, tag), a)
+    gray = np.random.default_rng(tag).random((5, 7))
+    applied_gray = np.asarray(Image.fromarray(gray.astype(np.float32)).transpose(_ORIENTATION_TEXT[tag][0]))
+    np.testing.assert_array_equal(undo_exif_orientation(applied_gray, tag), gray.astype(np.float32))
+    assert undo_exif_orientation(a, 1) is a
