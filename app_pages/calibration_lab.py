@@ -162,7 +162,7 @@ with st.form("cal_form"):
     submitted = st.form_submit_button("Run the experiment", type="primary", key="cal_run")
 for net in ("alex", "vgg"):
     if not status[net][0]:
-        st.caption(f"{ui.NET_LABELS[net]} cannot be scored here: {status[net][1]}")
+        st.caption(f"{ui.NET_LABELS[net]} cannot be scored here: {ui.md_escape(status[net][1], links=True)}")
 
 if submitted:
     st.session_state[ui.state.CAL_LAST] = dict(
@@ -201,7 +201,7 @@ def show_results(last: dict) -> None:
     )
     for res in real.values():
         if res.available:
-            st.caption(f"{res.label}: {res.note}")
+            st.caption(f"{res.label}: {ui.md_escape(res.note, links=True)}")
 
     st.subheader("What the fit did")
     c1, c2 = st.columns(2)

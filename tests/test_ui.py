@@ -62,6 +62,7 @@ def test_md_escape(raw, escaped):
 def test_md_escape_keeps_bare_urls_and_addresses_from_becoming_links(raw, escaped):
     assert md_escape(raw) == escaped
     assert md_escape(raw).replace(WORD_JOINER, "").replace("\\", "") == raw
+    assert md_escape(raw, links=True) == escaped.replace(WORD_JOINER, "")  # the library's own messages
 
 
 def test_md_escape_takes_any_object():
@@ -164,3 +165,24 @@ def test_error_boundary_lets_streamlit_control_flow_through(monkeypatch):
     with boundary.error_boundary("A page"):  # no exception: nothing shown
         pass
     assert len(shown.errors) == 1
+
+
+# --------------------------------------------------------------------------- shipped configuration
+def test_streamlit_config_hides_errors_and_watches_no_files():
+    import ast
+    import tomllib
+
+    from streamlit.config import ShowErrorDetailsConfigOptions
+
+    config = tomllib.loads((REPO / ".streamlit" / "config.toml").read_text())
+    assert config["client"]["showErrorDetails"] == ShowErrorDetailsConfigOptions.NONE.value == "none"
+    assert config["server"]["fileWatcherType"] == "none"
+    assert config["server"]["runOnSave"] is False
+
+    # The favicon: a ":material/…:" icon makes the browser fetch an SVG from fonts.gstatic.com;
+    # an emoji becomes an inline data: URL.
+    calls = [node for node in ast.walk(ast.parse((REPO / "app.py").read_text()))
+             if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "set_page_config"]
+    assert len(calls) == 1
+    icon = next(k.value.value for k in calls[0].keywords if k.arg == "page_icon")
+    assert not icon.startswith(":material")

@@ -70,7 +70,8 @@ def _unreadable(label: str, exc: BaseException) -> str:
 
 
 def _warn(label: str, why: str) -> None:
-    st.warning(f"**{label} is unavailable.** {md_escape(why)}", icon=_CLOUD_OFF)
+    # The library's message: Markdown-escaped, its download links kept clickable.
+    st.warning(f"**{label} is unavailable.** {md_escape(why, links=True)}", icon=_CLOUD_OFF)
 
 
 def get_model(net: str | None = None, version: str | None = None, lin: bool | None = None,

@@ -24,15 +24,19 @@ _AUTOLINK = re.compile(r"(?i)(?<=[a-z])(?=://)|(?<=\bwww)(?=\.)|(?=@)")
 WORD_JOINER = "\u2060"
 
 
-def md_escape(text: object) -> str:
-    """``text`` as a string whose Markdown (and HTML) syntax renders literally, with no link.
+def md_escape(text: object, *, links: bool = False) -> str:
+    """``text`` as a string whose Markdown (and HTML) syntax renders literally.
 
-    Use it for every user-controlled string (file names, loader messages) that reaches
-    ``st.markdown``, ``st.caption``, ``st.error`` and friends, or an image caption.
-    ``"[x](y)"`` → ``"\\[x\\]\\(y\\)"``; a bare URL or e-mail address gets an invisible word
-    joiner (U+2060) so that it is not linked.
+    Use it for every string not written by the app (file names, loader and weights messages) that
+    reaches ``st.markdown``, ``st.caption``, ``st.error`` and friends, or an image caption:
+    ``"[x](y)"`` → ``"\\[x\\]\\(y\\)"``. Bare URLs and e-mail addresses also become plain
+    text (an invisible word joiner, U+2060, keeps GFM from linking them) unless ``links``: pass
+    ``links=True`` only for the library's own messages, whose download links should stay clickable.
     """
-    return _MD_SPECIAL.sub(r"\\\1", _AUTOLINK.sub(WORD_JOINER, str(text)))
+    text = str(text)
+    if not links:
+        text = _AUTOLINK.sub(WORD_JOINER, text)
+    return _MD_SPECIAL.sub(r"\\\1", text)
 
 
 def fmt(value: float, digits: int = 4) -> str:
