@@ -5,8 +5,9 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+from types import SimpleNamespace
 
-from conftest import FULL_TIER, REPO
+from conftest import FULL_TIER, REPO, _tier
 
 
 def test_library_does_not_import_streamlit():
@@ -47,19 +48,27 @@ def _collected(*args: str) -> tuple[set[str], str]:
 
 
 def test_default_run_is_the_fast_tier_and_full_runs_everything():
-    """A plain ``pytest`` deselects the AppTest and browser tests; ``--full`` selects them all, marked."""
+    """A plain ``pytest`` deselects the AppTest and browser tests (and says how many); with
+    ``--full`` they are collected and carry their tier marker (``-m`` selects them)."""
     paths = ["tests/e2e", "tests/test_pages.py", "tests/test_project.py"]
     fast, fast_summary = _collected(*paths)
-    full, _ = _collected("--full", *paths)
-    heavy = {n for n in full if not n.startswith("tests/test_project.py")}
-    assert fast == full - heavy and fast, fast_summary
-    assert {n.split("::")[0] for n in heavy} >= {"tests/e2e/test_browser.py", "tests/e2e/test_load.py",
+    heavy, _ = _collected("--full", "-m", "apptest or e2e", *paths)
+    assert fast and all(n.startswith("tests/test_project.py::") for n in fast), fast_summary
+    assert {n.split("::")[0] for n in heavy} == {"tests/e2e/test_browser.py", "tests/e2e/test_load.py",
                                                "tests/test_pages.py"}
     assert f"({len(heavy)} deselected)" in fast_summary, fast_summary
-    e2e, _ = _collected("--full", "-m", "e2e", *paths)
-    apptest, _ = _collected("--full", "-m", "apptest", *paths)
-    assert e2e == {n for n in heavy if n.startswith("tests/e2e/")}
-    assert apptest == heavy - e2e
+
+
+def test_tier_by_location():
+    """``tests/e2e/*`` → ``e2e``; ``test_page*.py`` or the ``app`` fixture → ``apptest``; else none."""
+    def item(path: str, *fixtures: str) -> SimpleNamespace:
+        return SimpleNamespace(path=REPO / path, fixturenames=list(fixtures))
+
+    assert _tier(item("tests/e2e/test_load.py", "server")) == "e2e"
+    assert _tier(item("tests/test_pages_successors.py")) == "apptest"
+    assert _tier(item("tests/test_sweeps.py", "golden", "app")) == "apptest"
+    assert _tier(item("tests/test_sweeps.py", "golden", "device")) is None
+    assert _tier(item("tests/test_e2e_like.py")) is None
 
 
 def test_tier_markers_are_registered():
