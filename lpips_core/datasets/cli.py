@@ -1,0 +1,299 @@
+"""The dataset subcommands of ``python -m lpips_core``: ``score``, ``diversity``, ``explain``, ``merge``.
+
+::
+
+    python -m lpips_core score DIR_A DIR_B [--metrics lpips,ssim] [--out rows.csv] [--json] ...
+    python -m lpips_core score REF.png DIR_B             # one reference against a folder
+    python -m lpips_core diversity DIR [--sample 1000 --seed 0]
+    python -m lpips_core explain DIR_A DIR_B --reported 0.109 [--name "LPIPS (VGG)"] [--size 128]
+    python -m lpips_core merge rows.csv rows.0.csv rows.1.csv rows.2.csv
+
+A progress bar (tqdm, pairs/s) goes to stderr when it is a terminal; the summary table to
+stdout, or one JSON object with ``--json``. Every error — bad arguments, an unreadable folder,
+missing weights — exits with status 2 and one line on stderr, ``error: ...``.
+:func:`add_parsers` registers the subcommands on the main parser's subparsers; :func:`run`
+executes a parsed command and returns the exit status.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from ..conventions import CONVENTIONS
+from ..images import DEFAULT_MAX_SIDE
+
+__all__ = ["COMMANDS", "add_parsers", "run"]
+
+COMMANDS: tuple[str, ...] = ("score", "diversity", "explain", "merge")
+
+
+def _size(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a side in pixels, got {text!r}") from None
+    if not 1 <= n <= DEFAULT_MAX_SIDE:
+        raise argparse.ArgumentTypeError(f"sides must be from 1 to {DEFAULT_MAX_SIDE} px, got {text!r}")
+    return n
+
+
+def _positive(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return n
+
+
+def _workers(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = -1
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"expected a number of processes ≥ 0, got {text!r}")
+    return n
+
+
+def _shard(text: str) -> tuple[int, int]:
+    """``"i/n"`` with ``0 ≤ i < n`` (a 0-based array task id, e.g. ``$SLURM_ARRAY_TASK_ID/10``)."""
+    try:
+        i, n = (int(p) for p in text.split("/"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected i/n (e.g. 0/4), got {text!r}") from None
+    if not (n >= 1 and 0 <= i < n):
+        raise argparse.ArgumentTypeError(f"shard i/n needs 0 ≤ i < n, got {text!r}")
+    return i, n
+
+
+def _device(text: str) -> str:
+    from ..protocol import resolve_device
+
+    try:
+        resolve_device(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+def _reported(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        v = float("nan")
+    if v != v or v in (float("inf"), float("-inf")):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+    return v
+
+
+def _common(p: argparse.ArgumentParser, *, metrics: bool = True) -> None:
+    if metrics:
+        p.add_argument("--metrics", default="lpips",
+                       help="comma-separated specs: mse, psnr, ssim, lpips, stlpips, dists, or full names such "
+                            "as lpips-vgg-0.0-baseline-[0,1]-gray@64 (default: lpips)")
+        p.add_argument("--net", choices=("alex", "vgg", "squeeze"), default=None,
+                       help="backbone for the learned metrics that have it (default: each metric's own)")
+        p.add_argument("--version", choices=("0.1", "0.0"), default=None, help="LPIPS weights version (default 0.1)")
+        p.add_argument("--baseline", action="store_true", help="LPIPS uncalibrated: all channel weights 1")
+        p.add_argument("--convention", choices=CONVENTIONS, default=None,
+                       help="input range fed to the networks (default: each metric's own)")
+        p.add_argument("--grayscale", action="store_true", help="feed the networks the luma replicated to RGB")
+        p.add_argument("--size", type=_size, default=None,
+                       help="resize both images to N x N before the networks (classic metrics stay native)")
+    p.add_argument("--mismatch", choices=("error", "resize", "crop"), default="error",
+                   help="pairs of different sizes: an error row (default), resize B to A, or center-crop both")
+    p.add_argument("--workers", type=_workers, default=None, help="decoding processes (default: CPUs − 1, 1 to 4)")
+    p.add_argument("--batch-size", type=_positive, default=None,
+                   help="pairs per block: decoded, batched and written together (default 16 on CPU, 64 on GPU)")
+    p.add_argument("--device", type=_device, default=None, help="cpu, cuda, cuda:N or mps (default: auto)")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+
+
+def _outputs(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--out", default=None, help="stream rows to FILE.csv or FILE.jsonl (+ FILE.manifest.json)")
+    p.add_argument("--resume", action="store_true", help="continue --out: skip the pairs already there")
+    p.add_argument("--shard", type=_shard, default=None,
+                   help="score only slice i of n (0-based; merge the n tables with `merge`)")
+
+
+def add_parsers(subparsers) -> None:
+    """Add ``score``, ``diversity``, ``explain`` and ``merge`` to the main parser's subparsers."""
+    s = subparsers.add_parser("score", help="score pairs of two folders matched by name (or one reference)")
+    s.add_argument("a", help="folder A (references), or one reference image file")
+    s.add_argument("b", help="folder B (test images)")
+    _common(s)
+    _outputs(s)
+    d = subparsers.add_parser("diversity", help="mean distance over all pairs of images in one folder")
+    d.add_argument("dir", help="the folder")
+    d.add_argument("--sample", type=_positive, default=None, help="score a seeded random sample of K pairs")
+    d.add_argument("--seed", type=int, default=0, help="the sample's seed (default 0)")
+    _common(d)
+    _outputs(d)
+    e = subparsers.add_parser("explain", help="which configuration reproduces a reported dataset mean")
+    e.add_argument("a", help="folder A (references), or one reference image file")
+    e.add_argument("b", help="folder B (test images)")
+    e.add_argument("--reported", type=_reported, required=True, help="the reported mean, e.g. 0.109")
+    e.add_argument("--name", default=None, help='the metric as the paper wrote it, e.g. "LPIPS (VGG)"')
+    e.add_argument("--nets", default=None, help="comma-separated backbones to try (default: all available)")
+    e.add_argument("--size", type=_size, default=None, help="one more size to try besides native, 64 and 256")
+    e.add_argument("--sample", type=_positive, default=None, help="use a seeded random sample of K pairs")
+    e.add_argument("--seed", type=int, default=0, help="the sample's seed (default 0)")
+    e.add_argument("--top", type=_positive, default=10, help="how many configurations to show (default 10)")
+    _common(e, metrics=False)
+    m = subparsers.add_parser("merge", help="merge the tables of shards 0..n-1 into one table and summary")
+    m.add_argument("out", help="the merged FILE.csv or FILE.jsonl")
+    m.add_argument("shards", nargs="+", help="the shard tables")
+    m.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+
+
+# --------------------------------------------------------------------------- running
+def _fail(message: str) -> int:
+    print("error: " + " ".join(str(message).split()), file=sys.stderr)
+    return 2
+
+
+class _Bar:
+    """A tqdm bar on stderr (pairs/s), shown only when stderr is a terminal."""
+
+    def __init__(self, desc: str):
+        from tqdm import tqdm
+
+        self._bar = tqdm(desc=desc, unit="pair", file=sys.stderr, disable=None, dynamic_ncols=True, leave=False)
+
+    def __call__(self, done: int, total: int) -> None:
+        if self._bar.total != total:
+            self._bar.reset(total=total)
+            self._bar.update(done)
+        else:
+            self._bar.update(done - self._bar.n)
+
+    def close(self) -> None:
+        self._bar.close()
+
+
+def _discover(args):
+    from .pairs import all_pairs, match_folders, reference_pairs
+
+    if args.command == "diversity":
+        return all_pairs(args.dir, sample=args.sample, seed=args.seed)
+    if Path(args.a).is_file():
+        return reference_pairs(args.a, args.b)
+    return match_folders(args.a, args.b)
+
+
+def _specs(args):
+    from .specs import parse_specs
+
+    return parse_specs(args.metrics, net=args.net, version=args.version, lin=False if args.baseline else None,
+                       convention=args.convention, grayscale=args.grayscale, size=args.size)
+
+
+def _fmt(v) -> str:
+    return "—" if v is None else f"{v:.6g}"
+
+
+def _print_summary(out: dict) -> None:
+    skipped = ", ".join(f"{k} {v}" for k, v in out["skipped_by_reason"].items())
+    print(f"scored {out['n']} pairs" + (f"; {out['skipped']} skipped ({skipped})" if out["skipped"] else "")
+          + f"; size mismatch policy: {out['config']['mismatch']}")
+    width = max([len("metric")] + [len(k) for k in out["metrics"]])
+    print(f"{'metric':<{width}}  {'n':>6}  {'mean':>10}  {'std':>10}  95% CI of the mean")
+    for name, s in out["metrics"].items():
+        lo, hi = s["ci95"]
+        print(f"{name:<{width}}  {s['n']:>6}  {_fmt(s['mean']):>10}  {_fmt(s['std']):>10}  [{_fmt(lo)}, {_fmt(hi)}]")
+    print("std: sample standard deviation (ddof=1); CI: Student t")
+    disc = out["config"].get("discovery") or {}
+    left = {k: disc.get(k, 0) for k in ("only_a", "only_b", "duplicates", "ignored") if disc.get(k)}
+    if left:
+        print("not paired: " + ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in left.items())
+              + " (see --json for the files)")
+
+
+def _score(args) -> dict:
+    from .score import score_pairs
+
+    if args.resume and not args.out:
+        raise ValueError("--resume needs --out FILE")
+    specs = _specs(args)
+    disc = _discover(args)
+    if not disc.pairs:
+        rep = disc.report()
+        raise ValueError(f"no pairs found ({rep['only_a']} unmatched in A, {rep['only_b']} in B, "
+                         f"{rep['duplicates']} duplicate names)")
+    bar = _Bar(args.command)
+    try:
+        res = score_pairs(disc, specs, mismatch=args.mismatch, out=args.out, resume=args.resume, shard=args.shard,
+                          batch_size=args.batch_size, workers=args.workers, device=args.device, progress=bar)
+    finally:
+        bar.close()
+    return res.to_json()
+
+
+def _explain(args) -> dict:
+    from .explain import explain
+
+    disc = _discover(args)
+    nets = None if args.nets is None else [n.strip() for n in args.nets.split(",") if n.strip()]
+    bar = _Bar("explain")
+    try:
+        res = explain(disc, args.reported, name=args.name, nets=nets, extra_size=args.size, mismatch=args.mismatch,
+                      sample=args.sample, seed=args.seed, batch_size=args.batch_size, workers=args.workers,
+                      device=args.device, progress=bar)
+    finally:
+        bar.close()
+    return res.to_json(top=args.top)
+
+
+def _print_explain(out: dict) -> None:
+    print(f"reported {out['reported']:g}" + (f" ({out['name']})" if out["name"] else "")
+          + f"; {out['pairs']} pairs; closest configurations first")
+    cands = out["candidates"]
+    width = max([len("configuration")] + [len(c["config"]) for c in cands])
+    print(f"{'configuration':<{width}}  {'mean':>10}  {'std':>10}  {'95% CI':>22}  {'|Δ|':>9}  {'z':>7}")
+    for c in cands:
+        lo, hi = c["ci95"]
+        ci = f"[{_fmt(lo)}, {_fmt(hi)}]"
+        z = "—" if c["z"] is None else f"{c['z']:.2f}"
+        mark = " *" if c["holds_reported"] else ""
+        print(f"{c['config']:<{width}}  {_fmt(c['mean']):>10}  {_fmt(c['std']):>10}  {ci:>22}  "
+              f"{c['distance']:>9.2g}  {z:>7}{mark}")
+    print("*: the 95% CI holds the reported value; z: standard errors from it")
+    if out["unavailable"]:
+        print("not tried: " + "; ".join(f"{k} ({v})" for k, v in out["unavailable"].items()))
+    if out["skipped"]:
+        print("skipped: " + ", ".join(f"{k} {v}" for k, v in out["skipped"].items()))
+
+
+def run(args: argparse.Namespace) -> int:
+    """Execute a parsed dataset subcommand; 0, or 2 after one ``error: ...`` line on stderr."""
+    from ..weights import WeightsUnavailable
+
+    try:
+        if args.command == "merge":
+            from .store import merge_tables
+
+            m = merge_tables(args.shards, args.out)
+            out = {**m["summary"], "config": {**m["config"], **m["run"]}, "versions": m["versions"]}
+            printer = _print_summary
+        elif args.command == "explain":
+            out, printer = _explain(args), _print_explain
+        else:
+            out, printer = _score(args), _print_summary
+        text = json.dumps(out) if args.json else None
+    except (ValueError, OSError, WeightsUnavailable, ImportError) as exc:
+        return _fail(str(exc))
+    except KeyboardInterrupt:
+        hint = f"; rows so far are in {args.out}: rerun with --resume" if getattr(args, "out", None) else ""
+        return _fail("interrupted" + hint)
+    except Exception as exc:  # noqa: BLE001 - never a traceback
+        return _fail(f"unexpected {type(exc).__name__}: {exc}")
+    if text is not None:
+        print(text)
+    else:
+        printer(out)
+    return 0

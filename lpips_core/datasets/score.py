@@ -1,0 +1,400 @@
+"""Score pairs of images with many metrics at once: one row per pair, and a summary per metric.
+
+How the work is organised (the same on a CPU and a GPU):
+
+1. The pairs (sorted by key) are cut into **blocks** of ``batch_size`` consecutive pairs, the
+   unit of decoding, bucketing, writing, resuming and sharding. A pair's block never depends
+   on which other pairs are done or on the shard, so every pair is computed in the same
+   network batches in one run, a resumed run and a sharded run: the tables agree bit for bit.
+2. A ``DataLoader`` decodes blocks in worker processes (:mod:`~lpips_core.datasets.loader`),
+   applies the size-mismatch policy and computes the classic metrics (MSE, PSNR, SSIM) there,
+   while the main process runs the networks on the previous block.
+3. In a block, pairs are bucketed by size; each bucket goes through each **network pass**
+   once. Specs that differ only in ``lin`` share a pass (LPIPS lin and baseline of one net and
+   version come from the same per-channel terms,
+   :meth:`~lpips_core.model.LPIPSBase.pair_channel_terms`). A different version (0.0 skips the
+   input scaling), input convention, grayscale or size feeds the network a different input, and
+   ST-LPIPS, DISTS and LPIPS have different networks (DISTS's VGG16 pools with L2 pooling), so
+   those are separate passes. Each pass batches pairs by the model's ``images_per_batch``
+   (both images of a pair in one backbone batch).
+4. A pair that cannot be read, differs in size under ``mismatch="error"``, or is too small for
+   a metric becomes a row with ``error_kind`` and ``error``; the summary counts those rows by
+   kind and leaves them out of every metric's statistics.
+
+Summary per metric over the scored rows: ``n``, ``mean``, ``std`` (sample standard deviation,
+``ddof=1``) and ``ci95``, the 95 % confidence interval of the mean from Student's t
+(``mean ± t₀.₉₇₅(n−1) · std / √n``, :func:`scipy.stats.t.ppf`). Non-finite values (PSNR of
+identical images is ``inf``) are counted in ``nonfinite`` and left out of the statistics.
+"""
+
+from __future__ import annotations
+
+import math
+import platform
+from collections import Counter
+from dataclasses import dataclass
+from importlib import metadata
+from typing import Callable, Sequence
+
+import numpy as np
+import torch
+
+from .. import metric_registry
+from ..protocol import resolve_device
+from . import store
+from .loader import MISMATCH_POLICIES, Decoded, PairDataset, block_loader
+from .pairs import Discovery, Pair, pairs_digest, shard_bounds
+from .specs import MetricSpec, parse_specs
+
+__all__ = ["ScoreResult", "Scorer", "default_block", "mean_ci", "package_versions", "score_pairs", "summarize"]
+
+
+def default_block(device: torch.device) -> int:
+    """Pairs per block: 16 on a CPU, 64 on a GPU."""
+    return 16 if device.type == "cpu" else 64
+
+
+def package_versions() -> dict[str, str]:
+    """Versions of the packages a number depends on (for the manifest and ``--json``)."""
+    out = {"python": platform.python_version()}
+    for dist in ("lpips-explorer", "torch", "torchvision", "numpy", "scipy", "scikit-image", "pillow", "lpips"):
+        try:
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            out[dist] = "not installed"
+    return out
+
+
+# --------------------------------------------------------------------------- the scorer
+class Scorer:
+    """Holds the models for a list of specs and scores decoded blocks.
+
+    Args:
+        specs: :class:`~lpips_core.datasets.specs.MetricSpec` s or their names.
+        device: where the networks run (``None``: auto).
+        models: ``(metric, net, version) → model`` already built (e.g. the app's cached ones);
+            others are built on first use with :func:`lpips_core.metric_registry.build`.
+
+    Raises:
+        ValueError: a bad spec. WeightsUnavailable: a model's weights are missing (on first use).
+    """
+
+    def __init__(self, specs: Sequence[MetricSpec | str], *, device: torch.device | str | None = None,
+                 models: dict | None = None):
+        self.specs = parse_specs(specs)
+        self.device = resolve_device(device)
+        self.names = tuple(s.name for s in self.specs)
+        self.classic = tuple(s.metric for s in self.specs if not s.learned)
+        self.passes: dict[tuple, list[MetricSpec]] = {}
+        for s in self.specs:
+            if s.learned:
+                self.passes.setdefault(s.pass_key, []).append(s)
+        self._models = dict(models or {})
+
+    def model(self, spec: MetricSpec):
+        """The (cached) model of ``spec``'s metric, net and version, with its lin weights."""
+        key = (spec.metric, spec.net, spec.version)
+        if key not in self._models:
+            self._models[key] = metric_registry.build(spec.metric, spec.net, version=spec.version, device=self.device)
+        return self._models[key]
+
+    def build_all(self) -> None:
+        """Build every model now (so missing weights fail before any pair is read)."""
+        for specs in self.passes.values():
+            self.model(specs[0])
+
+    def sharing(self) -> list[dict]:
+        """The network passes per image and the metrics each serves (what is shared)."""
+        return [{"network": f"{k[0]} {k[1]}" + (f" v{k[2]}" if k[2] else ""), "input": k[3],
+                 "grayscale": k[4], "size": k[5], "metrics": [s.name for s in specs]}
+                for k, specs in self.passes.items()]
+
+    def weights(self) -> dict[str, str]:
+        """Where each learned metric's weights came from (builds the models)."""
+        return {s.name: self.model(s).weights for specs in self.passes.values() for s in specs}
+
+    def _pass(self, specs: list[MetricSpec], a01: torch.Tensor, b01: torch.Tensor) -> dict[str, torch.Tensor]:
+        """One network pass of a bucket ``(N, 3, H, W)`` in ``[0, 1]`` → ``{name: (N,)}``."""
+        s0 = specs[0]
+        model = self.model(s0)
+        opts = dict(convention=s0.convention, size=s0.size, grayscale=s0.grayscale, device=model.device)
+        x = metric_registry.prepare_input(s0.metric, a01, **opts)
+        y = metric_registry.prepare_input(s0.metric, b01, **opts)
+        if hasattr(model, "pair_channel_terms"):  # LPIPS-like: lin and baseline from one pass
+            terms = model.pair_channel_terms(x, y)
+            weights = model.channel_weights
+            out = {}
+            for s in specs:
+                if s.lin:
+                    out[s.name] = sum(t @ w.cpu() for t, w in zip(terms, weights))
+                else:
+                    out[s.name] = sum(t.sum(1) for t in terms)
+            return out
+        step = max(1, model.images_per_batch(x.shape[-2], x.shape[-1]) // 2)
+        total = torch.cat([model.compare(xc, yc, spatial=False).total for xc, yc in zip(x.split(step), y.split(step))])
+        return {s.name: total for s in specs}
+
+    def _bucket(self, ds: list[Decoded]) -> dict[int, dict[str, float]]:
+        a01 = torch.stack([d.a for d in ds]).permute(0, 3, 1, 2)
+        b01 = torch.stack([d.b for d in ds]).permute(0, 3, 1, 2)
+        values: dict[int, dict[str, float]] = {d.index: {} for d in ds}
+        for specs in self.passes.values():
+            try:
+                res = self._pass(specs, a01, b01)
+            except ValueError:
+                if len(ds) == 1:
+                    raise
+                res = None
+            if res is None:  # find the pair(s) at fault one by one
+                for j, d in enumerate(ds):
+                    if d.error_kind:
+                        continue
+                    try:
+                        one = self._pass(specs, a01[j:j + 1], b01[j:j + 1])
+                    except ValueError as exc:
+                        d.error_kind, d.error = _kind(exc), f"{specs[0].name}: {' '.join(str(exc).split())}"
+                        continue
+                    values[d.index].update({k: float(v[0]) for k, v in one.items()})
+                continue
+            for j, d in enumerate(ds):
+                values[d.index].update({k: float(v[j]) for k, v in res.items()})
+        return values
+
+    def score_block(self, items: Sequence[Decoded]) -> list[dict]:
+        """Rows (sorted by index) for one block of decoded pairs."""
+        buckets: dict[tuple, list[Decoded]] = {}
+        for d in items:
+            if not d.error_kind:
+                buckets.setdefault(tuple(d.a.shape), []).append(d)
+        values: dict[int, dict[str, float]] = {}
+        for ds in buckets.values():
+            if self.passes:
+                try:
+                    values.update(self._bucket(ds))
+                except ValueError as exc:  # a bucket of one pair that fails
+                    ds[0].error_kind, ds[0].error = _kind(exc), " ".join(str(exc).split())
+            else:
+                values.update({d.index: {} for d in ds})
+        rows = []
+        for d in sorted(items, key=lambda d: d.index):
+            row = {"index": d.index, "key": d.pair.key, "a": d.pair.a_name, "b": d.pair.b_name,
+                   "a_size": d.a_size, "b_size": d.b_size, "error_kind": d.error_kind, "error": d.error}
+            ok = not d.error_kind
+            v = {**d.classic, **values.get(d.index, {})} if ok else {}
+            row.update({name: v.get(name) for name in self.names})
+            rows.append(row)
+        return rows
+
+
+def _kind(exc: Exception) -> str:
+    return "too-small" if "too small" in str(exc) else "failed"
+
+
+# --------------------------------------------------------------------------- summary
+def _finite_or_none(x: float):
+    return float(x) if math.isfinite(x) else None
+
+
+def mean_ci(values: Sequence[float] | np.ndarray) -> dict:
+    """``{"n", "mean", "std", "ci95", "nonfinite"}`` of the finite values (float64, in order).
+
+    ``std`` is the sample standard deviation (``ddof=1``); ``ci95`` is
+    ``mean ± t.ppf(0.975, n − 1) · std / √n``. Undefined statistics (``std``, ``ci95`` for
+    ``n < 2``; everything for ``n = 0``) are ``None``.
+    """
+    from scipy import stats
+
+    vals = np.asarray(values, dtype=np.float64)
+    finite = vals[np.isfinite(vals)]
+    n = int(finite.size)
+    mean = float(finite.mean()) if n else float("nan")
+    std = float(finite.std(ddof=1)) if n > 1 else float("nan")
+    half = float(stats.t.ppf(0.975, n - 1)) * std / math.sqrt(n) if n > 1 else float("nan")
+    return {
+        "n": n,
+        "mean": _finite_or_none(mean),
+        "std": _finite_or_none(std),
+        "ci95": [_finite_or_none(mean - half), _finite_or_none(mean + half)] if n > 1 else [None, None],
+        "nonfinite": int(vals.size - n),
+    }
+
+
+def summarize(rows: Sequence[dict], names: Sequence[str]) -> dict:
+    """``{"n", "skipped", "skipped_by_reason", "metrics": {name: mean_ci(...)}}`` over ``rows`` in order.
+
+    ``n``: scored rows; ``skipped``: rows with an error, also counted by ``error_kind``. Each
+    metric's statistics (:func:`mean_ci`) cover the scored rows' finite values.
+    """
+    ok = [r for r in rows if not r["error_kind"]]
+    reasons = Counter(r["error_kind"] for r in rows if r["error_kind"])
+    metrics = {name: mean_ci([np.nan if r.get(name) is None else r[name] for r in ok]) for name in names}
+    return {"n": len(ok), "skipped": sum(reasons.values()), "skipped_by_reason": dict(sorted(reasons.items())),
+            "metrics": metrics}
+
+
+# --------------------------------------------------------------------------- a whole run
+@dataclass(frozen=True)
+class ScoreResult:
+    """What :func:`score_pairs` gives.
+
+    Attributes:
+        rows: one dict per pair of this run's shard, in pair order (columns: ``columns``).
+        summary: :func:`summarize` of the rows.
+        config: how they were computed (metrics, mismatch policy, blocks, pairs, shard, what
+            each network pass serves, the discovery report).
+        versions: package versions and each learned metric's weights.
+        columns: :data:`~lpips_core.datasets.store.BASE_COLUMNS` + the metric names.
+    """
+
+    rows: list[dict]
+    summary: dict
+    config: dict
+    versions: dict
+    columns: tuple[str, ...]
+
+    def to_json(self) -> dict:
+        """``{"n", "skipped", "skipped_by_reason", "metrics", "config", "versions"}``."""
+        return {**self.summary, "config": self.config, "versions": self.versions}
+
+
+def _sorted_pairs(pairs) -> tuple[list[Pair], dict | None]:
+    if isinstance(pairs, Discovery):
+        report = pairs.report()
+        pairs = pairs.pairs
+    else:
+        report = None
+    pairs = sorted(pairs, key=lambda p: p.key)
+    keys = [p.key for p in pairs]
+    if len(set(keys)) != len(keys):
+        dup = next(k for k, c in Counter(keys).items() if c > 1)
+        raise ValueError(f"pair keys must be unique, {dup!r} repeats")
+    return pairs, report
+
+
+def score_pairs(
+    pairs: Discovery | Sequence[Pair],
+    metrics: Sequence[MetricSpec | str] | str = ("lpips",),
+    *,
+    mismatch: str = "error",
+    out: str | None = None,
+    resume: bool = False,
+    shard: tuple[int, int] | None = None,
+    batch_size: int | None = None,
+    workers: int | None = None,
+    device: torch.device | str | None = None,
+    max_side: int | None = None,
+    scorer: Scorer | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> ScoreResult:
+    """Score every pair (of shard ``shard``) with every metric; stream rows to ``out``.
+
+    Args:
+        pairs: a :class:`~lpips_core.datasets.pairs.Discovery` (its report goes into the config)
+            or pairs; they are sorted by key.
+        metrics: specs or names, or one comma-separated string (:func:`~.specs.parse_specs`).
+        mismatch: ``"error"``, ``"resize"`` or ``"crop"`` (:mod:`~lpips_core.datasets.loader`).
+        out: a ``.csv``/``.jsonl`` table to stream rows to (with ``<out>.manifest.json``); it
+            must not exist unless ``resume``.
+        resume: continue ``out``: keep its rows, compute the blocks with missing rows.
+        shard: ``(i, n)``: score only the ``i``-th of ``n`` contiguous slices of the blocks.
+        batch_size: pairs per block (default :func:`default_block`).
+        workers: decoding processes (``0``: none; default: one fewer than the CPUs, 1 to 4).
+        max_side: downscale images whose longer side exceeds it on load (default ``None``:
+            score images at their size, as the reference scripts do).
+        scorer: a :class:`Scorer` to reuse (its models); default: one built for ``metrics``.
+        progress: called with ``(pairs done, pairs of this shard)`` at the start and after each block.
+
+    Returns:
+        :class:`ScoreResult`.
+
+    Raises:
+        ValueError: bad options, an existing ``out`` without ``resume``, or a ``resume`` of a
+            table computed under another configuration.
+        WeightsUnavailable: a learned metric's weights are missing.
+    """
+    pairs, report = _sorted_pairs(pairs)
+    scorer = scorer or Scorer(metrics, device=device)
+    if mismatch not in MISMATCH_POLICIES:
+        raise ValueError(f"mismatch must be one of {MISMATCH_POLICIES}, got {mismatch!r}")
+    block = default_block(scorer.device) if batch_size is None else batch_size
+    if not isinstance(block, int) or isinstance(block, bool) or block < 1:
+        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+    n = len(pairs)
+    blocks = [range(k, min(k + block, n)) for k in range(0, n, block)]
+    lo, hi = shard_bounds(len(blocks), shard)
+    mine = blocks[lo:hi]
+    my_indices = [i for b in mine for i in b]
+    scorer.build_all()
+    columns = store.BASE_COLUMNS + scorer.names
+    config = {
+        "metrics": list(scorer.names),
+        "mismatch": mismatch,
+        "batch_size": block,
+        "max_side": max_side,
+        "pairs_total": n,
+        "pairs_digest": pairs_digest(pairs),
+        "classic_on": "the [0, 1] images after the mismatch policy, native size",
+        "std": "sample standard deviation (ddof=1)",
+        "ci95": "Student t interval of the mean",
+    }
+    run = {"shard": list(shard) if shard else None, "pairs": len(my_indices), "device": str(scorer.device),
+           "passes": scorer.sharing(), "discovery": report}
+    versions = {**package_versions(), "weights": scorer.weights()}
+
+    done: set[int] = set()
+    writer = None
+    if out is not None:
+        store.table_format(out)
+        exists = store.manifest_path(out).exists() or _nonempty(out)
+        if exists and not resume:
+            raise ValueError(f"{out} exists: pass resume (--resume) to continue it, or remove it")
+        if exists:
+            old = store.read_manifest(out)
+            if old.get("config") != config or (old.get("run") or {}).get("shard") != run["shard"]:
+                raise ValueError(f"{out} was computed under another configuration or shard; "
+                                 "use a new output file")
+            cols, old_rows = store.read_rows(out) if _nonempty(out) else (columns, [])
+            if cols and tuple(cols) != columns:
+                raise ValueError(f"{out} has columns {cols}, expected {columns}")
+            done = {r["index"] for r in old_rows}
+        store.write_manifest(out, {"config": config, "run": run, "versions": versions, "complete": False})
+        writer = store.RowWriter(out, columns, append=bool(done))
+
+    todo = [list(b) for b in mine if not all(i in done for i in b)]
+    computed: list[dict] = []
+    finished = len(my_indices) - sum(len(b) for b in todo)
+    if progress:
+        progress(finished, len(my_indices))
+    try:
+        if todo:
+            dataset = PairDataset(pairs, mismatch=mismatch, classic=scorer.classic, max_side=max_side)
+            for items in block_loader(dataset, todo, workers=workers):
+                rows = scorer.score_block(items)
+                if writer is not None:
+                    writer.write(rows)
+                else:
+                    computed.extend(rows)
+                finished += len(rows)
+                if progress:
+                    progress(finished, len(my_indices))
+    finally:
+        if writer is not None:
+            writer.close()
+
+    if out is not None:
+        _, all_rows = store.read_rows(out)
+        rows = store.final_rows(all_rows, my_indices)
+        store.write_table(out, columns, rows)
+    else:
+        rows = store.final_rows(computed)
+    summary = summarize(rows, scorer.names)
+    if out is not None:
+        store.write_manifest(out, {"config": config, "run": run, "versions": versions, "complete": True,
+                                   "summary": summary})
+    return ScoreResult(rows, summary, {**config, **run}, versions, columns)
+
+
+def _nonempty(path) -> bool:
+    import os
+
+    return os.path.exists(path) and os.path.getsize(path) > 0

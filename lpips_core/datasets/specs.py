@@ -1,0 +1,224 @@
+"""What to measure on each pair: small frozen metric specs, and their one-line names.
+
+A spec is a :class:`MetricSpec`, or its name as a string (what ``--metrics`` takes and what
+table columns are called)::
+
+    mse | psnr | ssim
+    lpips-alex-0.1-lin-[-1,1]          LPIPS: net, version, lin|baseline, input convention
+    lpips-vgg-0.0-baseline-[0,1]-gray@64
+    stlpips-alex-[-1,1]                ST-LPIPS: net, convention
+    dists-vgg-[0,1]                    DISTS
+
+Parts may be left out (``"lpips"``, ``"lpips-vgg"``, ``"dists"``): they take the defaults given
+to :func:`parse_spec`, else the metric's own (its default net, first version, lin weights, its
+correct input range, colour, native size). ``-gray`` feeds the luma replicated to RGB; ``@N``
+(or ``@HxW``) resizes both images before the network (antialiased bilinear, see
+:mod:`lpips_core.conventions`). Which parts a learned metric has is read from
+:data:`lpips_core.metric_registry.METRICS` (nets, versions, ``has_baseline``, ``input_range``);
+the classic metrics (:mod:`lpips_core.metrics`) have none and are computed on the ``[0, 1]``
+images at their native size.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import numpy as np
+
+from .. import metric_registry
+from .. import metrics as _classic
+from ..conventions import CONVENTIONS
+
+__all__ = ["CLASSIC", "MetricSpec", "parse_spec", "parse_specs"]
+
+CLASSIC: dict[str, Callable[[np.ndarray, np.ndarray], float]] = {
+    "mse": _classic.mse,
+    "psnr": _classic.psnr,
+    "ssim": _classic.ssim,
+}
+"""The classic metrics by name: ``(a, b)`` ``(H, W, 3)`` float in ``[0, 1]`` → float."""
+
+_SIZE = re.compile(r"@(\d+)(?:x(\d+))?$")
+_CONV = re.compile(r"-?(\[[^\]]*\])")
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """One metric under one configuration (normalised on creation: defaults filled in).
+
+    Attributes:
+        metric: ``"mse"``, ``"psnr"``, ``"ssim"`` or a key of
+            :data:`~lpips_core.metric_registry.METRICS` (``"lpips"``, ``"stlpips"``, ``"dists"``).
+        net, version, lin: the learned metric's network, weights version and lin weights
+            (``lin=False``: the uncalibrated baseline); ``None``/``True`` where it has none.
+        convention: the input range fed to the network (``"[-1,1]"``, ``"[0,1]"``, ``"[0,255]"``);
+            default: the metric's own.
+        grayscale: feed the luma replicated to RGB.
+        size: resize both images to ``size`` (``n`` or ``(h, w)``) before the network.
+
+    Raises:
+        ValueError: an unknown metric, or a part the metric does not have.
+    """
+
+    metric: str
+    net: str | None = None
+    version: str | None = None
+    lin: bool = True
+    convention: str | None = None
+    grayscale: bool = False
+    size: int | tuple[int, int] | None = None
+
+    def __post_init__(self) -> None:
+        if self.metric in CLASSIC:
+            if (self.net, self.version, self.lin, self.convention, self.grayscale, self.size) != (
+                    None, None, True, None, False, None):
+                raise ValueError(f"{self.metric} has no network options; got {self!r}")
+            return
+        if self.metric not in metric_registry.METRICS:
+            raise ValueError(f"metric must be one of {(*CLASSIC, *metric_registry.METRICS)}, got {self.metric!r}")
+        info = metric_registry.METRICS[self.metric]
+        net = info.default_net if self.net is None else self.net
+        if net not in info.nets:
+            raise ValueError(f"{info.label} has nets {info.nets}, got {net!r}")
+        version = self.version if self.version is not None else (info.versions[0] if info.versions else None)
+        if version is not None and version not in info.versions:
+            raise ValueError(f"{info.label} has versions {info.versions or '(one)'}, got {version!r}")
+        if not self.lin and not info.has_baseline:
+            raise ValueError(f"{info.label} has no uncalibrated baseline")
+        conv = info.input_range if self.convention in (None, "correct") else self.convention
+        if conv not in CONVENTIONS:
+            raise ValueError(f"convention must be one of {CONVENTIONS}, got {self.convention!r}")
+        size = self.size
+        if size is not None:
+            size = (int(size), int(size)) if isinstance(size, (int, np.integer)) else tuple(int(s) for s in size)
+            if len(size) != 2 or min(size) < 1:
+                raise ValueError(f"size must be a positive int or (h, w), got {self.size!r}")
+            size = size[0] if size[0] == size[1] else size
+        for name, value in (("net", net), ("version", version), ("convention", conv), ("size", size),
+                            ("lin", bool(self.lin)), ("grayscale", bool(self.grayscale))):
+            object.__setattr__(self, name, value)
+
+    @property
+    def learned(self) -> bool:
+        """A network metric (built through :func:`lpips_core.metric_registry.build`)."""
+        return self.metric in metric_registry.METRICS
+
+    @property
+    def name(self) -> str:
+        """The canonical name (:func:`parse_spec` of it gives this spec back)."""
+        if not self.learned:
+            return self.metric
+        info = metric_registry.METRICS[self.metric]
+        parts = [self.metric, self.net]
+        if info.versions:
+            parts.append(self.version)
+        if info.has_baseline:
+            parts.append("lin" if self.lin else "baseline")
+        parts.append(self.convention)
+        if self.grayscale:
+            parts.append("gray")
+        text = "-".join(parts)
+        if self.size is not None:
+            text += f"@{self.size}" if isinstance(self.size, int) else f"@{self.size[0]}x{self.size[1]}"
+        return text
+
+    @property
+    def pass_key(self) -> tuple:
+        """Specs with equal keys share one network pass per image (they differ only in ``lin``)."""
+        return (self.metric, self.net, self.version, self.convention, self.grayscale, self.size)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def parse_spec(text: str | MetricSpec, *, net: str | None = None, version: str | None = None,
+               lin: bool | None = None, convention: str | None = None, grayscale: bool | None = None,
+               size: int | tuple[int, int] | None = None) -> MetricSpec:
+    """A spec from its name; the keyword defaults fill parts the name leaves out, where the metric has them.
+
+    Raises:
+        ValueError: an unknown metric or part, or one the metric does not have.
+    """
+    if isinstance(text, MetricSpec):
+        return text
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError(f"a metric spec must be a non-empty string, got {text!r}")
+    rest = text.strip().lower().replace("st-lpips", "stlpips")
+    m = _SIZE.search(rest)
+    own_size = None
+    if m:
+        own_size = int(m.group(1)) if m.group(2) is None else (int(m.group(1)), int(m.group(2)))
+        rest = rest[: m.start()]
+    m = _CONV.search(rest)
+    own_conv = None
+    if m:
+        own_conv = m.group(1).replace(" ", "")
+        rest = rest[: m.start()] + rest[m.end():]
+    tokens = [t for t in rest.split("-") if t]
+    if not tokens:
+        raise ValueError(f"no metric in spec {text!r}")
+    metric, tokens = tokens[0], tokens[1:]
+    if metric in CLASSIC:
+        if tokens or own_conv or own_size:
+            raise ValueError(f"{metric} takes no options, got {text!r}")
+        return MetricSpec(metric)
+    if metric not in metric_registry.METRICS:
+        raise ValueError(f"unknown metric {metric!r} in {text!r}; valid: {(*CLASSIC, *metric_registry.METRICS)}")
+    info = metric_registry.METRICS[metric]
+    own: dict = {}
+    for t in tokens:
+        if t in info.nets:
+            own["net"] = t
+        elif t in info.versions:
+            own["version"] = t
+        elif t in ("lin", "baseline") and info.has_baseline:
+            own["lin"] = t == "lin"
+        elif t in ("gray", "grayscale"):
+            own["grayscale"] = True
+        else:
+            raise ValueError(f"{info.label} has no option {t!r} (in {text!r})")
+    defaults = {
+        "net": net if net in info.nets else None,
+        "version": version if version in info.versions else None,
+        "lin": lin if (lin is not None and info.has_baseline) else True,
+        "grayscale": bool(grayscale),
+    }
+    return MetricSpec(
+        metric,
+        net=own.get("net", defaults["net"]),
+        version=own.get("version", defaults["version"]),
+        lin=own.get("lin", defaults["lin"]),
+        convention=own_conv if own_conv is not None else convention,
+        grayscale=own.get("grayscale", defaults["grayscale"]),
+        size=own_size if own_size is not None else size,
+    )
+
+
+def parse_specs(texts: str | Sequence[str | MetricSpec], **defaults) -> tuple[MetricSpec, ...]:
+    """Specs from a comma-separated string or a sequence; duplicates (same name) kept once, in order.
+
+    Raises:
+        ValueError: an empty list, or any bad spec (see :func:`parse_spec`).
+    """
+    if isinstance(texts, str):
+        texts = [t for t in texts.split(",") if t.strip()] if "[" not in texts else _split_commas(texts)
+    specs = [parse_spec(t, **defaults) for t in texts]
+    if not specs:
+        raise ValueError("no metrics given")
+    return tuple({s.name: s for s in specs}.values())
+
+
+def _split_commas(text: str) -> list[str]:
+    """Split on commas outside brackets (``"lpips-[-1,1],ssim"`` → two specs)."""
+    out, depth, cur = [], 0, ""
+    for ch in text:
+        depth += (ch == "[") - (ch == "]")
+        if ch == "," and depth == 0:
+            out.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    out.append(cur)
+    return [t for t in out if t.strip()]

@@ -1,0 +1,203 @@
+"""Scoring datasets: per-pair values equal the single-pair API, summaries equal NumPy/SciPy,
+errors become rows, streamed tables resume and shards merge bit for bit."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from datasets_shared import make_pairs
+from lpips_core import metric_registry, metrics
+from lpips_core.datasets import MetricSpec, Scorer, match_folders, merge_tables, parse_spec, read_rows, score_pairs
+from lpips_core.datasets.store import manifest_path
+from lpips_core.images import load_image
+
+SPECS = (
+    "mse", "psnr", "ssim",
+    "lpips",                                  # alex, 0.1, lin, [-1,1]
+    "lpips-alex-baseline",                    # shares the pass above
+    "lpips-alex-0.0-lin-[0,255]",
+    "lpips-vgg-0.1-lin-[0,1]-gray@48",
+    "stlpips-alex",
+    "dists",
+)
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory):
+    return make_pairs(tmp_path_factory.mktemp("pairs"), n=8)
+
+
+@pytest.fixture(scope="module")
+def scorer():
+    return Scorer(SPECS, device="cpu")
+
+
+@pytest.fixture(scope="module")
+def result(folders, scorer):
+    return score_pairs(match_folders(*folders), scorer=scorer, batch_size=3, workers=1)
+
+
+def test_spec_names_round_trip():
+    s = parse_spec("lpips-vgg-0.0-baseline-[0,1]-gray@64")
+    assert s == MetricSpec("lpips", "vgg", "0.0", False, "[0,1]", True, 64)
+    assert s.name == "lpips-vgg-0.0-baseline-[0,1]-gray@64" and parse_spec(s.name) == s
+    assert parse_spec("lpips").name == "lpips-alex-0.1-lin-[-1,1]"
+    assert parse_spec("dists").name == "dists-vgg-[0,1]"
+    assert parse_spec("ST-LPIPS-vgg").name == "stlpips-vgg-[-1,1]"
+    assert parse_spec("lpips", net="vgg", lin=False, size=32).name == "lpips-vgg-0.1-baseline-[-1,1]@32"
+    assert parse_spec("dists", net="alex", lin=False).name == "dists-vgg-[0,1]"  # defaults apply where they can
+    for bad, msg in (("lpips-resnet", "no option 'resnet'"), ("dists-baseline", "no option 'baseline'"),
+                     ("foo", "unknown metric"), ("psnr-vgg", "takes no options"), ("", "non-empty")):
+        with pytest.raises(ValueError, match=msg):
+            parse_spec(bad)
+
+
+def test_one_row_per_pair_with_names_and_sizes(result, folders):
+    rows = result.rows
+    assert [r["key"] for r in rows] == sorted(r["key"] for r in rows) and [r["index"] for r in rows] == list(range(8))
+    assert [r["key"] for r in rows] == ["p00", "p02", "p03", "p05", "p06", "sub/p01", "sub/p04", "sub/p07"]
+    assert (rows[5]["a"], rows[5]["b"]) == ("sub/p01.png", "sub/p01.png")
+    assert rows[0]["b"] == "p00.jpg"
+    assert [r["a_size"] for r in rows] == [r["b_size"] for r in rows]
+    assert {r["a_size"] for r in rows} == {"64x64", "48x56"}
+    assert all(r["error_kind"] == "" for r in rows)
+    assert result.columns[8:] == tuple(parse_spec(s).name for s in SPECS)
+    passes = result.config["passes"]
+    assert [p["metrics"] for p in passes][0] == ["lpips-alex-0.1-lin-[-1,1]", "lpips-alex-0.1-baseline-[-1,1]"]
+    assert len(passes) == 5  # alex v0.1 (lin + baseline) | alex v0.0 | vgg gray@48 | ST-LPIPS | DISTS
+
+
+def test_every_metric_equals_the_single_pair_api(result, folders, scorer):
+    """Within 1e-6 (absolute, or relative for the baseline's values above 1): the dataset path
+    puts several pairs in one backbone batch, and float32 convolutions round differently with
+    the batch size (observed ≤ 1e-6 relative)."""
+    a_dir, b_dir = folders
+    for row in result.rows:
+        a = load_image(a_dir / row["a"]).array
+        b = load_image(b_dir / row["b"]).array
+        for text in SPECS:
+            spec = parse_spec(text)
+            if spec.learned:
+                model = scorer.model(spec)
+                ref = metric_registry.build(spec.metric, spec.net, version=spec.version, lin=spec.lin) \
+                    if not spec.lin else model
+                opts = dict(convention=spec.convention, size=spec.size, grayscale=spec.grayscale)
+                x = metric_registry.prepare_input(spec.metric, a, **opts)
+                y = metric_registry.prepare_input(spec.metric, b, **opts)
+                want = float(ref.compare(x, y, spatial=False).total[0])
+            else:
+                want = getattr(metrics, spec.metric)(a, b)
+            assert row[spec.name] == pytest.approx(want, abs=1e-6, rel=1e-6), (row["key"], spec.name)
+
+
+def test_summary_equals_numpy_and_scipy(result):
+    for name, s in result.summary["metrics"].items():
+        col = np.array([r[name] for r in result.rows], dtype=np.float64)
+        n = len(col)
+        lo, hi = stats.t.interval(0.95, n - 1, loc=col.mean(), scale=stats.sem(col))
+        assert s["n"] == n == 8
+        assert s["mean"] == pytest.approx(np.mean(col), rel=1e-12)
+        assert s["std"] == pytest.approx(np.std(col, ddof=1), rel=1e-12)
+        assert s["ci95"] == pytest.approx([lo, hi], rel=1e-12)
+    assert (result.summary["n"], result.summary["skipped"]) == (8, 0)
+
+
+@pytest.fixture
+def broken(tmp_path):
+    a, b = make_pairs(tmp_path, n=5, odd_size=0, seed=2)
+    (a / "p02.png").write_bytes(b"\x89PNG\r\n\x1a\n truncated")
+    from datasets_shared import image, save
+
+    save(image(np.random.default_rng(9), 40, 64), b / "sub" / "p04.png")  # size differs from A's 64 x 64
+    return a, b
+
+
+def test_corrupt_and_mismatched_pairs_are_rows_and_the_rest_is_scored(broken):
+    sc = Scorer(["lpips", "psnr"], device="cpu")
+    res = score_pairs(match_folders(*broken), scorer=sc, workers=0)
+    by = {r["key"]: r for r in res.rows}
+    assert by["p02"]["error_kind"] == "unreadable" and "p02.png" in by["p02"]["error"]
+    assert by["p02"]["lpips-alex-0.1-lin-[-1,1]"] is None
+    assert by["sub/p04"]["error_kind"] == "size-mismatch" and "64x64 and 40x64" in by["sub/p04"]["error"]
+    assert by["sub/p04"]["a_size"] == "64x64" and by["sub/p04"]["b_size"] == "40x64"
+    assert all(by[k]["error_kind"] == "" and by[k]["psnr"] > 0 for k in ("p00", "sub/p01", "p03"))
+    assert res.summary["n"] == 3 and res.summary["skipped"] == 2
+    assert res.summary["skipped_by_reason"] == {"size-mismatch": 1, "unreadable": 1}
+    assert res.summary["metrics"]["psnr"]["n"] == 3 and res.config["mismatch"] == "error"
+
+
+def test_mismatch_policies_resize_and_crop(broken):
+    a_dir, b_dir = broken
+    sc = Scorer(["mse"], device="cpu")
+    a = load_image(a_dir / "sub" / "p04.png").array
+    b = load_image(b_dir / "sub" / "p04.png").array
+    res = score_pairs(match_folders(*broken), scorer=sc, workers=0, mismatch="crop")
+    row = next(r for r in res.rows if r["key"] == "sub/p04")
+    assert row["mse"] == metrics.mse(a[12:52], b) and res.config["mismatch"] == "crop"
+    res = score_pairs(match_folders(*broken), scorer=sc, workers=0, mismatch="resize")
+    row = next(r for r in res.rows if r["key"] == "sub/p04")
+    import torch
+
+    from lpips_core.conventions import resize
+
+    b64 = resize(torch.from_numpy(b).permute(2, 0, 1)[None], (64, 64))[0].permute(1, 2, 0).numpy()
+    assert row["mse"] == pytest.approx(metrics.mse(a, np.clip(b64, 0, 1)), abs=1e-12)
+
+
+class _Stop(Exception):
+    pass
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".jsonl"])
+def test_interrupt_and_resume_give_the_same_table(folders, scorer, tmp_path, suffix):
+    disc = match_folders(*folders)
+    specs = ["lpips", "psnr", "ssim"]
+    sc = Scorer(specs, device="cpu", models=scorer._models)
+    full = tmp_path / f"full{suffix}"
+    score_pairs(disc, scorer=sc, out=str(full), batch_size=3, workers=0)
+    part = tmp_path / f"part{suffix}"
+    calls = []
+
+    def stop_after_first_block(done, total):
+        calls.append(done)
+        if done >= 3:
+            raise _Stop
+
+    with pytest.raises(_Stop):
+        score_pairs(disc, scorer=sc, out=str(part), batch_size=3, workers=0, progress=stop_after_first_block)
+    assert len(read_rows(part)[1]) == 3  # the first block is on disk already
+    with open(part, "a") as fh:
+        fh.write('4,"torn')  # a line cut by the kill
+    with pytest.raises(ValueError, match="exists"):
+        score_pairs(disc, scorer=sc, out=str(part), batch_size=3, workers=0)
+    seen = []
+    res = score_pairs(disc, scorer=sc, out=str(part), resume=True, batch_size=3, workers=0,
+                      progress=lambda d, t: seen.append(d))
+    assert seen[0] == 3  # the first block was skipped
+    assert part.read_bytes() == full.read_bytes()
+    assert res.summary == score_pairs(disc, scorer=sc, batch_size=3, workers=0).summary
+    with pytest.raises(ValueError, match="another configuration"):
+        score_pairs(disc, scorer=sc, out=str(part), resume=True, batch_size=4, workers=0)
+
+
+def test_three_shards_merged_equal_one_run_bit_for_bit(folders, scorer, tmp_path):
+    disc = match_folders(*folders)
+    sc = Scorer(["lpips", "lpips-alex-baseline", "ssim"], device="cpu", models=scorer._models)
+    one = tmp_path / "one.csv"
+    whole = score_pairs(disc, scorer=sc, out=str(one), batch_size=2, workers=0)
+    shards = [tmp_path / f"s{i}.csv" for i in range(3)]
+    sizes = []
+    for i, path in enumerate(shards):
+        sizes.append(len(score_pairs(disc, scorer=sc, out=str(path), shard=(i, 3), batch_size=2, workers=0).rows))
+    assert sizes == [2, 2, 4]  # 4 blocks of 2 pairs over 3 shards
+    merged = tmp_path / "merged.csv"
+    manifest = merge_tables([shards[2], shards[0], shards[1]], merged)
+    assert merged.read_bytes() == one.read_bytes()
+    assert manifest["summary"] == whole.summary
+    with pytest.raises(ValueError, match="shards 0…2 of 3 once each"):
+        merge_tables(shards[:2], tmp_path / "m2.csv")
+    with pytest.raises(ValueError, match="missing"):
+        manifest_path(shards[0]).unlink()
+        merge_tables(shards, tmp_path / "m3.csv")
