@@ -1,5 +1,8 @@
 """Fixtures for the browser tests: one real server and one Chromium per test session.
 
+Full tier only: ``tests/conftest.py`` marks every test here ``e2e`` and a plain ``pytest``
+deselects them; run them with ``pytest --full`` (``pytest --full -m e2e`` for these alone).
+
 - ``server``: ``streamlit run app.py`` on a free loopback port with the headless flags, started
   once, healthy (``/_stcore/health`` says ``ok``) before any test uses it, its process group
   killed at the end. stdout and stderr go to ``test-output/e2e/server.log``.
