@@ -21,7 +21,9 @@ The full 2AFC (5 stand-ins, 600 + 600 triplets, 300 Adam steps) takes about 40�
 fixture ``full_2afc``): the CLI's ``--json`` test runs ``main`` in-process with ``run_2afc``
 served from that run when, and only when, the CLI asks for exactly the article's settings (the
 page test does the same). The CLI's subprocess tests (tables, ``--real``, refused arguments) use
-small settings; the other tests too.
+small settings; the other tests too. Marked ``slow`` (full tier only): the three tests of the
+full 2AFC, the ``--real`` subprocess and the refused-argument subprocesses (the same table runs
+in-process in the fast tier).
 """
 
 from __future__ import annotations
@@ -393,6 +395,7 @@ def test_cli_table_is_readable():
     assert "2AFC on 10 test triplets" in proc.stdout and "stand-in net 0, lin" in proc.stdout
 
 
+@pytest.mark.slow  # builds AlexNet and VGG16 in a subprocess: 10–40 s
 def test_cli_real_lpips_rows():
     """``--real`` adds the pretrained AlexNet/VGG16 scores, or the reason they are unavailable."""
     proc = subprocess.run(
@@ -424,11 +427,12 @@ BAD_ARGS = [
 ]
 
 
+@pytest.mark.slow  # a subprocess per case, each about 3–5 s of interpreter and torch start-up
 @pytest.mark.parametrize("args", [["--triplets", "0"], ["--triplets", "100000000"], ["--steps", "-1"],
-                                  ["--nets", "-1"], ["--nets", "0"]])
+                                  ["--nets", "-1"], ["--nets", "0"]], ids=" ".join)
 def test_cli_refuses_bad_arguments_in_one_line(args):
     """``python -m lpips_core.calibration``, refused before any work: exit status 2, one stderr line
-    ``error: …``, no traceback, within 10 s (most of it is importing torch)."""
+    ``error: …``, no traceback, within 10 s (most of it is importing torch; the full tier)."""
     proc = subprocess.run([sys.executable, "-m", "lpips_core.calibration", *args], cwd=REPO,
                           capture_output=True, text=True, timeout=10)
     assert proc.returncode == 2, proc.stderr
@@ -438,7 +442,7 @@ def test_cli_refuses_bad_arguments_in_one_line(args):
     assert args[0] in lines[0]  # names the argument
 
 
-@pytest.mark.parametrize("args", BAD_ARGS)
+@pytest.mark.parametrize("args", BAD_ARGS, ids=" ".join)
 def test_cli_main_refuses_bad_arguments_in_one_line(args, capsys):
     """The whole table in-process (the subprocess test above runs the issue's cases end to end)."""
     with pytest.raises(SystemExit) as exc:
