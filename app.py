@@ -21,6 +21,7 @@ PAGES = [
     st.Page("app_pages/inside_a_layer.py", title="Inside a layer", icon=":material/layers:"),
     st.Page("app_pages/debug_a_score.py", title="Debug a score", icon=":material/bug_report:"),
     st.Page("app_pages/calibration_lab.py", title="Calibration lab", icon=":material/tune:"),
+    st.Page("app_pages/judge_it_yourself.py", title="Judge it yourself", icon=":material/how_to_vote:"),
 ]
 
 page = st.navigation(PAGES)
