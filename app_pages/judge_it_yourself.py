@@ -198,7 +198,8 @@ def _results(store, study, rows, session: str) -> None:
                       "you low": y.get("low") if mine else None, "you high": y.get("high") if mine else None,
                       "class": c.get("score"), "class low": c.get("low"), "class high": c.get("high")})
     fmt = {k: st.column_config.NumberColumn(format="%.3f") for k in table[0] if k != "metric"}
-    st.dataframe(pd.DataFrame(table), hide_index=True, width="stretch", column_config=fmt)
+    st.dataframe(pd.DataFrame(table), hide_index=True, width="stretch", column_config=fmt,
+                 height=36 * (len(table) + 1) + 3)  # every row visible, no inner scrolling
     st.caption("Human ceiling: the mean over triplets of p² + (1 − p)², p the fraction of the class choosing "
                "copy 2 — how often a judge drawn from this class agrees with it. With one judge it is 1.")
     for note in notes:
