@@ -331,9 +331,6 @@ def main() -> None:
     if err := st.session_state.pop(ERROR, None):
         st.error(err)
     answered = store.answered(study, session)
-    last = st.session_state.get(LAST)
-    if study.reveal == "each" and last and last[0] == study.code and last[1] in answered:
-        _reveal(rows[last[1]], last[2], store)
     st.progress(len(answered) / len(rows), text=f"{len(answered)} of {len(rows)} answered")
     remaining = [r for r in rows if r.index not in answered]
     if remaining:
@@ -341,6 +338,9 @@ def main() -> None:
         _triplet_view(store, study, remaining[0], session)
     else:
         st.success(f"You have answered all {len(rows)} triplets. Thank you!")
+    last = st.session_state.get(LAST)
+    if study.reveal == "each" and last and last[0] == study.code and last[1] in answered:
+        _reveal(rows[last[1]], last[2], store)  # below the next triplet: the images stay at the top
     lecturer = st.toggle("Show the class results now (lecturer)", key="study_lecturer",
                          help="results appear for everyone once they have answered every triplet")
     if not remaining or lecturer:

@@ -6,7 +6,6 @@ import sqlite3
 import threading
 import time
 
-import numpy as np
 import pytest
 import sqlalchemy as sa
 

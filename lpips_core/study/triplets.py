@@ -20,8 +20,10 @@ Image ids:
   (:func:`upload_id` is the SHA-256 of the PNG, first 32 hex digits). :func:`render` takes the
   bytes through ``uploads`` (a mapping or a callable ``id → bytes``).
 
-Families (:data:`FAMILIES`) say which distortions the two copies get. Within one family the two
-strengths are drawn close to each other (hard calls); a mixed family (``"shift-vs-blur"``) puts
+Families (:data:`FAMILIES`) say which distortions the two copies get. A single family puts it
+on both copies with independently drawn strengths (``blur`` draws a Gaussian blur or a
+down-and-up resampling for each copy, ``colour`` a brightness, contrast or saturation change):
+there the metrics mostly agree with each other. A mixed family (``"shift-vs-blur"``) puts
 one distortion on each side, the side chosen at random, with strengths drawn from ranges where
 the pixel metrics and the learned ones often disagree (a 1 to 2 px shift against a blur of
 σ 0.6 to 1.6: MSE punishes the shift, people and LPIPS mostly the blur).
