@@ -71,7 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="LPIPS (default), shift-tolerant LPIPS or DISTS")
     cmp.add_argument("--net", default=None, choices=("alex", "vgg", "squeeze"),
                      help="backbone (default: alex; DISTS has vgg only)")
-    cmp.add_argument("--version", default="0.1", choices=("0.1", "0.0"), help="LPIPS weights version")
+    cmp.add_argument("--version", default=None, choices=("0.1", "0.0"), help="LPIPS weights version (default 0.1)")
     cmp.add_argument("--baseline", action="store_true", help="LPIPS uncalibrated: all channel weights 1")
     cmp.add_argument("--convention", default=None, choices=CONVENTIONS,
                      help="input range fed to the net (default: the metric's own: [-1,1], DISTS [0,1])")
@@ -101,8 +101,6 @@ def compare_command(args: argparse.Namespace) -> dict:
     from . import metric_registry as registry
 
     info = registry.METRICS[args.metric]
-    if args.metric != "lpips" and (args.baseline or args.version != "0.1"):
-        raise ValueError(f"--baseline and --version apply to --metric lpips only, not {args.metric}")
     net = args.net or info.default_net
     if net not in info.nets:
         raise ValueError(f"{info.label} has no {net!r} network; choose one of {', '.join(info.nets)}")
@@ -114,34 +112,22 @@ def compare_command(args: argparse.Namespace) -> dict:
             f"the images differ in size ({a.shape[1]}×{a.shape[0]} and {b.shape[1]}×{b.shape[0]} px); "
             "pass --size N to resize both"
         )
-    if args.metric == "lpips":
-        from .model import LPIPS
-
-        model = LPIPS(net, args.version, lin=not args.baseline, device=args.device)
-    else:
-        model = registry.build(args.metric, net, device=args.device)
+    model = registry.build(args.metric, net, version=args.version, lin=not args.baseline, device=args.device)
     opts = dict(convention=convention, size=args.size, grayscale=args.grayscale, method=args.resize_method)
     x, y = registry.prepare_input(args.metric, a, **opts), registry.prepare_input(args.metric, b, **opts)
-    out: dict = {"metric": args.metric}
-    if args.metric == "dists":
-        res = model.compare(x, y)
-        out.update(
-            distance=float(res.total[0]),
-            per_layer=[float(v) for v in res.per_stage[0]],
-            layers=list(res.stage_names),
-            texture=[float(v) for v in res.texture[0]],
-            structure=[float(v) for v in res.structure[0]],
-        )
-    else:
-        res = model.compare(x, y, spatial=False)
-        out.update(distance=float(res.total[0]), per_layer=[float(v) for v in res.per_layer[0]],
-                   layers=list(res.layer_names))
-    if args.metric == "lpips":
-        out["lpips"] = out["distance"]
+    res = model.compare(x, y, spatial=False)
+    out: dict = {
+        "metric": args.metric,
+        "distance": float(res.total[0]),
+        args.metric: float(res.total[0]),
+        "per_layer": [float(v) for v in res.per_layer[0]],
+        "layers": list(res.layer_names),
+    }
+    out.update({name: [float(v) for v in part[0]] for name, part in res.components.items()})
     out.update(
         net=net,
-        version=args.version if args.metric == "lpips" else getattr(model, "version", None),
-        lin=not args.baseline,
+        version=model.version,
+        lin=getattr(model, "lin", True),
         convention=convention,
         size=[int(x.shape[-2]), int(x.shape[-1])],
         weights=model.weights,
@@ -151,11 +137,13 @@ def compare_command(args: argparse.Namespace) -> dict:
 
 
 def _print_table(out: dict) -> None:
-    names = {"lpips": "LPIPS", "stlpips": "ST-LPIPS", "dists": "DISTS"}
-    kind = "" if out["metric"] == "dists" else (", lin" if out["lin"] else ", baseline")
+    from .metric_registry import METRICS
+
+    info = METRICS[out["metric"]]
+    kind = (", lin" if out["lin"] else ", baseline") if info.has_baseline or info.per_layer else ""
     version = f", v{out['version']}" if out.get("version") else ""
     h, w = out["size"]
-    print(f"{names[out['metric']]} {out['distance']:.6f}   ({out['net']}{version}{kind}, "
+    print(f"{info.label} {out['distance']:.6f}   ({out['net']}{version}{kind}, "
           f"input {out['convention']}, {h}×{w} px, {out['device']})")
     total = out["distance"] or 1.0
     print(f"  {'layer':<9}{'term':>10}{'share':>9}")

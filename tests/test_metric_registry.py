@@ -68,9 +68,9 @@ def test_bad_arguments(call, match):
 
 def test_availability_here():
     ok, msg = availability("stlpips", "vgg")
-    assert ok and msg.endswith("vgg_shift_tolerant.pth")
+    assert ok and msg == "stlpips-pytorch (vgg_shift_tolerant.pth)"  # file names only, no server paths
     ok, msg = availability("dists")
-    assert ok and "VGG16: " in msg and msg.endswith("weights.pt")
+    assert ok and "VGG16: " in msg and msg.endswith("DISTS-pytorch (weights.pt)") and "site-packages" not in msg
     assert availability("lpips", "alex")[0]
 
 

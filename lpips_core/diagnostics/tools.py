@@ -13,9 +13,9 @@ from typing import Any, Sequence
 import numpy as np
 from PIL import Image
 
-from ..conventions import RESIZE_METHODS, resize, to_tensor
+from ..conventions import LUMA, RESIZE_METHODS, resize, to_tensor
 from ..distortions import shift
-from ..images import LoadedImage, image_to_png_bytes
+from ..images import LoadedImage, image_to_png_bytes, undo_exif_orientation
 from ..model import LPIPS
 from ..sweeps import lpips_many
 
@@ -33,8 +33,8 @@ __all__ = [
     "undo_exif",
 ]
 
-#: ITU-R BT.601 luma weights (as Pillow and torchvision use for greyscale).
-_LUMA = np.array([0.299, 0.587, 0.114])
+#: ITU-R BT.601 luma weights (:data:`lpips_core.conventions.LUMA`, the one definition).
+_LUMA = np.asarray(LUMA)
 #: Largest channel difference (in ``[0, 1]`` units) for a pixel to count as gray: half an 8-bit level.
 GRAY_TOLERANCE = 1.0 / 512
 #: JPEG's block size (pixels), the grid :func:`blockiness` measures.
@@ -44,17 +44,6 @@ SHIFT_UPSAMPLE = 10
 #: Largest value of an 8-bit channel, for scaling ``[0, 1]`` to bytes.
 _U8_MAX = 255.0
 
-# The inverse of each EXIF orientation transpose Pillow applies (tags 2–8). Tags 6 and 8 are
-# rotations by ±90° and invert each other; the other transposes are their own inverse.
-_UNDO_EXIF = {
-    2: lambda x: x[:, ::-1],
-    3: lambda x: x[::-1, ::-1],
-    4: lambda x: x[::-1],
-    5: lambda x: x.transpose(1, 0, 2),
-    6: lambda x: np.rot90(x, 1),      # applied: 90° clockwise; undo: counter-clockwise
-    7: lambda x: np.rot90(x, 2).transpose(1, 0, 2),
-    8: lambda x: np.rot90(x, -1),     # applied: 90° counter-clockwise; undo: clockwise
-}
 
 
 def luma(img: np.ndarray) -> np.ndarray:
@@ -122,9 +111,7 @@ def undo_exif(img: np.ndarray, orientation: int) -> np.ndarray:
     The loader applies Pillow's transpose for tags 2–8; this applies the inverse. Tag 1 (or any
     other value) returns the image unchanged.
     """
-    a = np.asarray(img)
-    fn = _UNDO_EXIF.get(int(orientation))
-    return a if fn is None else np.ascontiguousarray(fn(a))
+    return undo_exif_orientation(img, orientation)  # the loader's own EXIF table
 
 
 def estimate_shift(reference: np.ndarray, test: np.ndarray, *,
