@@ -42,6 +42,7 @@ PAGES = [
     ("Inside a layer", "inside_a_layer"),
     ("Debug a score", "debug_a_score"),
     ("Calibration lab", "calibration_lab"),
+    ("Judge it yourself", "judge_it_yourself"),
 ]
 
 IDLE = "[data-testid='stApp'][data-test-script-state='notRunning']"
