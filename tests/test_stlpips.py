@@ -190,7 +190,7 @@ def shift_blur_batches() -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
     return out
 
 
-@pytest.mark.parametrize("net_name", ["alex", "vgg"])
+@pytest.mark.parametrize("net_name", ["alex", pytest.param("vgg", marks=pytest.mark.slow)])
 def test_shift_costs_a_smaller_fraction_of_a_blur_than_with_lpips(shift_blur_batches, net_name):
     """Ghildyal and Liu's motivation, on the sample photos: relative to a visible blur, a 1–3 px
     shift costs ST-LPIPS much less than it costs LPIPS on the same backbone.
