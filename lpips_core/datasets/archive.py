@@ -64,7 +64,7 @@ class Extracted:
 
 
 def member_path(name: str) -> PurePosixPath | None:
-    """The safe relative path of a member name (``None`` for a directory entry).
+    """The safe relative path of a member name (``None`` when it names no path, e.g. ``"./"``).
 
     Raises:
         ArchiveRefused: ``..`` parts, an absolute path, a drive letter, a NUL or an empty name.
