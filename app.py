@@ -15,18 +15,36 @@ import ui
 st.set_page_config(page_title="LPIPS Explorer", page_icon="⚖️", layout="wide")
 
 PAGES = [
-    st.Page("app_pages/shift_vs_blur.py", title="Shift vs blur", icon=":material/school:", default=True),
-    st.Page("app_pages/distortion_lab.py", title="Distortion lab", icon=":material/science:"),
-    st.Page("app_pages/conventions.py", title="Conventions", icon=":material/rule:"),
-    st.Page("app_pages/inside_a_layer.py", title="Inside a layer", icon=":material/layers:"),
-    st.Page("app_pages/debug_a_score.py", title="Debug a score", icon=":material/bug_report:"),
-    st.Page("app_pages/calibration_lab.py", title="Calibration lab", icon=":material/tune:"),
-    st.Page("app_pages/judge_it_yourself.py", title="Judge it yourself", icon=":material/how_to_vote:"),
+    st.Page("app_pages/shift_vs_blur.py", title="Shift vs blur", icon=":material/school:", url_path="home",
+            default=True),
+    st.Page("app_pages/distortion_lab.py", title="Distortion lab", icon=":material/science:", url_path="distortion_lab"),
+    st.Page("app_pages/conventions.py", title="Conventions", icon=":material/rule:", url_path="conventions"),
+    st.Page("app_pages/inside_a_layer.py", title="Inside a layer", icon=":material/layers:", url_path="inside_a_layer"),
+    st.Page("app_pages/debug_a_score.py", title="Debug a score", icon=":material/bug_report:", url_path="debug_a_score"),
+    st.Page("app_pages/calibration_lab.py", title="Calibration lab", icon=":material/tune:", url_path="calibration_lab"),
+    st.Page("app_pages/judge_it_yourself.py", title="Judge it yourself", icon=":material/how_to_vote:",
+            url_path="judge_it_yourself"),
 ]
 
-page = st.navigation(PAGES)
+# Streamlit serves the default page at the root only ("/" ; its own url_path just has to be
+# unique), so a hidden alias makes /shift_vs_blur open it too (links use that path).
+ALIASES = {"shift_vs_blur": st.Page("app_pages/shift_vs_blur.py", title="Shift vs blur", icon=":material/school:",
+                                    url_path="shift_vs_blur", visibility="hidden")}
+
+page = st.navigation(PAGES + list(ALIASES.values()))
+url_path = page.url_path or next(iter(ALIASES))  # the page's linkable path
+ui.start_warm_up()  # once per server: the default model built and run in a background thread
+link_notices: list[str] = []
+with ui.error_boundary("The link"):
+    link_notices = ui.links.read(url_path)  # before any widget: a link's state becomes the widgets' state
 with ui.error_boundary("The sidebar"):
     ui.init_state()
     ui.sidebar()
-with ui.error_boundary(page.title):
-    page.run()
+for notice in link_notices:
+    st.warning(ui.md_escape(notice), icon=":material/link_off:")
+try:
+    with ui.error_boundary(page.title):
+        page.run()
+finally:  # also after st.stop(): the URL always describes the view
+    with ui.error_boundary("The link"):
+        ui.links.link_control(url_path, ui.links.write(url_path))

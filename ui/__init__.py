@@ -8,6 +8,7 @@
 - :mod:`ui.pair`: the shared reference image and the distorted pair the analysis pages study.
 - :mod:`ui.widgets`: the sidebar, the reference picker, the successor picker.
 - :mod:`ui.boundary`: the error boundary each page runs in.
+- :mod:`ui.links`: the view mirrored in the URL's query parameters (links that reproduce it).
 
 Pages import what they use from here (``import ui``; ``ui.reference()``, ``ui.md_escape(...)``).
 All computation happens in ``lpips_core``. The names are loaded on first use, so that
@@ -21,13 +22,13 @@ from typing import Any
 
 #: Each public name → the submodule that defines it.
 _EXPORTS: dict[str, str] = {
-    **dict.fromkeys(("state", "text", "choices", "models", "pair", "widgets", "boundary"), ""),
+    **dict.fromkeys(("state", "text", "choices", "models", "pair", "widgets", "boundary", "links"), ""),
     "error_boundary": "boundary",
     **dict.fromkeys(("CPU_SUCCESSORS", "DEFAULT_CHAIN", "DEFAULT_SAMPLE", "SAMPLES_DIR", "SUCCESSORS", "SYNTHETIC",
                      "UPLOAD_TYPES", "WORKING_SIDES", "AppConfig", "default_successors", "successor_label",
                      "upload_key"), "choices"),
     **dict.fromkeys(("app_config", "available_nets", "device_name", "get_metric_model", "get_model",
-                     "metric_status", "successor_models", "weights_status"), "models"),
+                     "metric_status", "start_warm_up", "successor_models", "weights_status"), "models"),
     **dict.fromkeys(("apply_chain", "current_pair", "init_state", "reference", "sample_names", "set_reference",
                      "working_side"), "pair"),
     **dict.fromkeys(("NET_LABELS", "chain_key", "chain_label", "fmt", "md_escape", "metric_label", "verdict"),

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import pickle
 import sys
+import threading
 from typing import Any, Sequence
 
 import streamlit as st
@@ -60,6 +61,39 @@ def _load_metric_model(metric: str, net: str, device: str):
     model = metric_registry.build(metric, net, device=device)
     print(f"lpips-explorer: loaded metric {metric} net={net} device={device}", file=sys.stderr, flush=True)
     return model
+
+
+_warm_lock = threading.Lock()
+_warm_thread: threading.Thread | None = None
+
+
+def start_warm_up(net: str = "alex", version: str = "0.1", lin: bool = True) -> threading.Thread:
+    """Build the default LPIPS model through the cached getter and run one tiny forward pass, in a
+    background thread started once per server process (the first script run); later calls return
+    that thread. A session that needs the model meanwhile waits on ``st.cache_resource``'s per-key
+    lock, so the model is never built twice. Failures (e.g. missing weights) are logged only: the
+    page that needs the model reports them as usual.
+    """
+    global _warm_thread
+    with _warm_lock:
+        if _warm_thread is None:
+            device = device_name()
+
+            def work() -> None:
+                try:
+                    import torch
+
+                    model = _load_model(net, version, lin, device)
+                    x = torch.zeros(1, 3, 64, 64, device=device)
+                    with torch.inference_mode():
+                        model(x, x)
+                    print(f"lpips-explorer: warmed up net={net} device={device}", file=sys.stderr, flush=True)
+                except Exception:  # noqa: BLE001 - a warm-up must never take the server down
+                    log.warning("the background warm-up of %s failed", net, exc_info=True)
+
+            _warm_thread = threading.Thread(target=work, name="lpips-warm-up", daemon=True)
+            _warm_thread.start()
+        return _warm_thread
 
 
 def _unreadable(label: str, exc: BaseException) -> str:

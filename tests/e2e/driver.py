@@ -34,16 +34,39 @@ CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync"]
 
-#: The navigation, in order: (title, URL path). The first is the default page.
-PAGES = [
-    ("Shift vs blur", ""),
-    ("Distortion lab", "distortion_lab"),
-    ("Conventions", "conventions"),
-    ("Inside a layer", "inside_a_layer"),
-    ("Debug a score", "debug_a_score"),
-    ("Calibration lab", "calibration_lab"),
-    ("Judge it yourself", "judge_it_yourself"),
-]
+def app_pages(app_file: Path | None = None) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """What ``app.py`` declares, read from its source (it cannot be imported outside Streamlit).
+
+    Returns ``(navigation, linkable)``: the ``st.Page`` entries of its ``PAGES`` list in order as
+    ``(title, public URL path)`` (``""`` for the default page, which Streamlit serves at the root
+    only), and every ``(title, path)`` a URL can open directly: each non-default page's
+    ``url_path`` and each hidden alias (e.g. ``shift_vs_blur`` for the default page).
+    """
+    import ast
+
+    tree = ast.parse((app_file or REPO / "app.py").read_text())
+
+    def page(call: ast.Call) -> dict[str, Any]:
+        kw = {k.arg: ast.literal_eval(k.value) for k in call.keywords if k.arg in ("title", "url_path", "default",
+                                                                                     "visibility")}
+        kw["file"] = ast.literal_eval(call.args[0]) if call.args else None
+        return kw
+
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+             and n.func.attr == "Page"]
+    listed = next(n.value for n in tree.body if isinstance(n, ast.Assign)
+                  and any(isinstance(t, ast.Name) and t.id == "PAGES" for t in n.targets))
+    nav_calls = [c for c in listed.elts if isinstance(c, ast.Call)]
+    nav = [(p["title"], "" if p.get("default") else p.get("url_path", Path(p["file"]).stem))
+           for p in map(page, nav_calls)]
+    linkable = [(p["title"], p.get("url_path", Path(p["file"]).stem)) for p in map(page, calls)
+                if not p.get("default")]
+    return nav, linkable
+
+
+#: The navigation, in order: (title, URL path), derived from app.py. The first is the default page.
+#: LINKABLE: every (title, URL path) a link can open (the default page under its alias too).
+PAGES, LINKABLE = app_pages()
 
 IDLE = "[data-testid='stApp'][data-test-script-state='notRunning']"
 LOAD_LINE = re.compile(r"lpips-explorer: loaded model net=(\S+) version=(\S+) lin=(\S+) device=(\S+)")
