@@ -103,7 +103,8 @@ def chain_to_param(steps: Sequence[tuple[str, Mapping[str, Any]]]) -> str:
 
 def _same(a: Any, b: Any) -> bool:
     if isinstance(a, (tuple, list)) or isinstance(b, (tuple, list)):
-        return isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)) and list(map(float, a)) == list(map(float, b))
+        both = isinstance(a, (tuple, list)) and isinstance(b, (tuple, list))
+        return both and list(map(float, a)) == list(map(float, b))
     return a == b
 
 
