@@ -82,6 +82,9 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.add_argument("--device", type=_parse_device, default=None,
                      help="cpu, cuda, cuda:N or mps, where available (default: auto)")
     cmp.add_argument("--json", action="store_true", help="print one JSON object")
+    from .datasets.cli import add_parsers  # score, diversity, explain, merge
+
+    add_parsers(sub)
     return parser
 
 
@@ -158,6 +161,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     Usage errors (argparse, ``--size``, ``--device``) exit 2 from the parser with one line.
     """
     args = build_parser().parse_args(argv)
+    from .datasets import cli as datasets_cli
+
+    if args.command in datasets_cli.COMMANDS:
+        return datasets_cli.run(args)
     from .images import check_file
     from .weights import WeightsUnavailable
 
