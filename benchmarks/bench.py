@@ -11,6 +11,12 @@ Cases (same inputs, same device, same backbone weights for both):
 - ``grid-{net}``: the Conventions page's grid for one 256 px pair (sizes native, 64, 128, 224,
   256 × the six variants). Reference: one call per cell with the matching reference model;
   ours: :func:`lpips_core.sweeps.conventions_grid`.
+- ``dataset-{net}-256``: 128 generated pairs of 256 px crops of the sample photo (blur, noise,
+  JPEG, shift), written as PNG files and scored from disk. Reference: the way its
+  ``lpips_2dirs.py`` does it, file by file: load both images (Pillow, ``lpips.im2tensor``), one
+  forward per pair; ours: :func:`lpips_core.datasets.score_pairs` over ``match_folders`` (decoding
+  in a DataLoader worker, blocks of 16 pairs, both images of a pair in one backbone batch).
+  Floor: the backbone passes over the same blocks, images already decoded and scaled.
 - floor (every case): the bare backbone forward passes the path must do for the same images —
   the torchvision ``features`` stack alone, on already prepared and scaled inputs, batched as our
   path batches them (``LPIPS.images_per_batch``). No LPIPS implementation can beat it.
@@ -44,6 +50,8 @@ sys.path.insert(0, str(REPO))
 
 from lpips_core import LPIPS  # noqa: E402
 from lpips_core.conventions import to_input  # noqa: E402
+from lpips_core.datasets import Scorer, match_folders, score_pairs  # noqa: E402
+from lpips_core.datasets.score import default_block  # noqa: E402
 from lpips_core.distortions import gaussian_blur, gaussian_noise, jpeg, shift  # noqa: E402
 from lpips_core.images import load_image  # noqa: E402
 from lpips_core.sweeps import _VARIANT_CONFIG, VARIANTS, conventions_grid, size_label  # noqa: E402
@@ -254,6 +262,64 @@ def grid_case(net, ours_by_version, refs, device, repeat) -> Case:
     return _case(f"grid-{net}", diff, run_ref, run_ours, run_floor, device, repeat)
 
 
+DATASET_PAIRS = 128
+
+
+def write_dataset(root: Path, n: int = DATASET_PAIRS, side: int = 256) -> tuple[Path, Path]:
+    """``root/a/NNN.png`` (seeded ``side`` px crops of the photo at 2 × ``side``) and ``root/b/NNN.png``
+    (each distorted: blur, noise, JPEG or a shift, in turn)."""
+    from PIL import Image
+
+    big = photo(2 * side)
+    rng = np.random.default_rng(0)
+    (root / "a").mkdir(parents=True, exist_ok=True)
+    (root / "b").mkdir(parents=True, exist_ok=True)
+    for i in range(n):
+        top, left = rng.integers(0, side, size=2)
+        a = np.ascontiguousarray(big[top:top + side, left:left + side])
+        b = (gaussian_blur(a, 0.5 + (i % 7) / 3), gaussian_noise(a, 0.02 + (i % 5) / 50, seed=i),
+             jpeg(a, 10 + 10 * (i % 8)), shift(a, 1 + i % 4, boundary="reflect"))[i % 4]
+        for img, d in ((a, "a"), (b, "b")):
+            Image.fromarray(np.round(img * 255).astype(np.uint8)).save(root / d / f"{i:03d}.png")
+    return root / "a", root / "b"
+
+
+def dataset_case(net, ours, ref, device, repeat, root: Path) -> Case:
+    import lpips
+    from PIL import Image
+
+    dir_a, dir_b = write_dataset(root)
+    names = sorted(p.name for p in dir_a.iterdir())
+
+    def run_ref():  # lpips_2dirs.py: for each file, load both, one forward
+        out = []
+        with torch.no_grad():
+            for name in names:
+                x = lpips.im2tensor(np.asarray(Image.open(dir_a / name).convert("RGB"))).to(device)
+                y = lpips.im2tensor(np.asarray(Image.open(dir_b / name).convert("RGB"))).to(device)
+                out.append(float(ref(x, y)))
+        return torch.tensor(out, dtype=torch.float64)
+
+    scorer = Scorer([f"lpips-{net}"], device=device, models={("lpips", net, "0.1"): ours})
+
+    def run_ours():
+        res = score_pairs(match_folders(dir_a, dir_b), scorer=scorer)
+        return torch.tensor([r[scorer.names[0]] for r in res.rows], dtype=torch.float64)
+
+    block = default_block(device)
+    decoded = [torch.cat([to_input(load_image(d / name).array, device=device) for name in names])
+               for d in (dir_a, dir_b)]
+    x_in, y_in = ((t - ours.shift) / ours.scale for t in decoded)
+
+    def run_floor():
+        with torch.inference_mode():
+            for xb, yb in zip(x_in.split(block), y_in.split(block)):
+                floor_pairs(ours, xb, yb)
+
+    diff = float((run_ours() - run_ref()).abs().max())
+    return _case(f"dataset-{net}-256", diff, run_ref, run_ours, run_floor, device, repeat)
+
+
 def _case(name, diff, run_ref, run_ours, run_floor, device, repeat) -> Case:
     if not diff <= TOL:
         raise SystemExit(f"{name}: ours and the reference differ by {diff:.2e} > {TOL:g}; not timing")
@@ -296,6 +362,13 @@ def main(argv=None) -> int:
                 _progress(cases[-1], args.json)
         if want(f"grid-{net}"):
             cases.append(grid_case(net, ours, refs, device, max(1, repeat // 2) if net == "vgg" else repeat))
+            _progress(cases[-1], args.json)
+        if want(f"dataset-{net}-256"):
+            import tempfile
+
+            with tempfile.TemporaryDirectory() as tmp:  # VGG16: about a minute per run on 2 CPU cores
+                r = max(1, repeat // 3) if net == "vgg" else repeat
+                cases.append(dataset_case(net, ours["0.1"], refs[("0.1", True)], device, r, Path(tmp)))
             _progress(cases[-1], args.json)
 
     result = {

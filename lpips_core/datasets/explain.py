@@ -218,8 +218,8 @@ def explain(
             else:
                 buckets.setdefault(tuple(d.a.shape), []).append(d)
         for ds in buckets.values():
-            a01 = torch.stack([d.a for d in ds]).permute(0, 3, 1, 2)
-            b01 = torch.stack([d.b for d in ds]).permute(0, 3, 1, 2)
+            a01 = torch.stack([d.a for d in ds])
+            b01 = torch.stack([d.b for d in ds])
             targets: dict[tuple[int, int], list] = {}  # sizes that give the same input are computed once
             for size in sizes:
                 targets.setdefault(parse_size(size, tuple(a01.shape[-2:])), []).append(size)

@@ -42,8 +42,9 @@ class Decoded:
     Attributes:
         index: the pair's position in the sorted list of all pairs.
         pair: the :class:`~lpips_core.datasets.pairs.Pair`.
-        a, b: ``(H, W, 3)`` float32 tensors in ``[0, 1]`` of equal size (after the policy), or
-            ``None`` when ``error`` is set. (Tensors travel from the workers through shared memory.)
+        a, b: ``(3, H, W)`` contiguous float32 tensors in ``[0, 1]`` of equal size (after the
+            policy), or ``None`` when ``error`` is set. (Tensors travel from the workers through
+            shared memory; the transposition to channels-first is done there too.)
         a_size, b_size: ``"HxW"`` of each file as decoded, before the policy (``""`` if unread).
         error_kind: ``""``, ``"unreadable"``, ``"size-mismatch"``, ``"too-small"`` or ``"failed"``.
         error: the message.
@@ -101,7 +102,7 @@ def decode_pair(index: int, pair: Pair, *, mismatch: str = "error", classic: Seq
     except ValueError as exc:  # e.g. SSIM's 11 px window
         out.error_kind, out.error = "too-small", str(exc)
         return out
-    out.a, out.b = torch.from_numpy(a), torch.from_numpy(b)
+    out.a, out.b = (torch.from_numpy(x).permute(2, 0, 1).contiguous() for x in (a, b))
     return out
 
 

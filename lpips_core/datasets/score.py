@@ -135,8 +135,8 @@ class Scorer:
         return {s.name: total for s in specs}
 
     def _bucket(self, ds: list[Decoded]) -> dict[int, dict[str, float]]:
-        a01 = torch.stack([d.a for d in ds]).permute(0, 3, 1, 2)
-        b01 = torch.stack([d.b for d in ds]).permute(0, 3, 1, 2)
+        a01 = torch.stack([d.a for d in ds])
+        b01 = torch.stack([d.b for d in ds])
         values: dict[int, dict[str, float]] = {d.index: {} for d in ds}
         for specs in self.passes.values():
             try:
@@ -314,6 +314,10 @@ def score_pairs(
     """
     pairs, report = _sorted_pairs(pairs)
     scorer = scorer or Scorer(metrics, device=device)
+    if out is not None:
+        store.table_format(out)
+        if not resume and (store.manifest_path(out).exists() or _nonempty(out)):
+            raise ValueError(f"{out} exists: pass resume (--resume) to continue it, or remove it")
     if mismatch not in MISMATCH_POLICIES:
         raise ValueError(f"mismatch must be one of {MISMATCH_POLICIES}, got {mismatch!r}")
     block = default_block(scorer.device) if batch_size is None else batch_size
@@ -344,10 +348,7 @@ def score_pairs(
     done: set[int] = set()
     writer = None
     if out is not None:
-        store.table_format(out)
         exists = store.manifest_path(out).exists() or _nonempty(out)
-        if exists and not resume:
-            raise ValueError(f"{out} exists: pass resume (--resume) to continue it, or remove it")
         if exists:
             old = store.read_manifest(out)
             if old.get("config") != config or (old.get("run") or {}).get("shard") != run["shard"]:

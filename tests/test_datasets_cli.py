@@ -1,0 +1,93 @@
+"""``python -m lpips_core score|diversity|explain|merge``: JSON equal to the library, one-line errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO
+from datasets_shared import make_pairs
+from lpips_core.datasets import Scorer, all_pairs, match_folders, score_pairs
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "lpips_core", *args], capture_output=True, text=True, cwd=REPO,
+                          env=os.environ.copy(), timeout=600)
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory):
+    return make_pairs(tmp_path_factory.mktemp("cli"), n=5, odd_size=1, seed=7)
+
+
+def test_score_json_equals_the_library(folders, tmp_path):
+    out = tmp_path / "rows.jsonl"
+    proc = run_cli("score", *map(str, folders), "--metrics", "lpips,psnr", "--net", "vgg", "--workers", "0",
+                   "--batch-size", "2", "--out", str(out), "--json")
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout)
+    want = score_pairs(match_folders(*folders), scorer=Scorer(["lpips-vgg", "psnr"], device="cpu"), batch_size=2,
+                       workers=0)
+    assert set(got) >= {"n", "skipped", "metrics", "config", "versions"}
+    assert (got["n"], got["skipped"]) == (5, 0)
+    assert got["metrics"] == want.summary["metrics"]
+    assert list(got["metrics"]) == ["lpips-vgg-0.1-lin-[-1,1]", "psnr"]
+    assert got["config"]["mismatch"] == "error" and got["versions"]["weights"]["lpips-vgg-0.1-lin-[-1,1]"]
+    assert [json.loads(line)["key"] for line in out.read_text().splitlines()] == [r["key"] for r in want.rows]
+
+
+def test_table_shards_and_merge(folders, tmp_path):
+    for i in range(2):
+        proc = run_cli("score", *map(str, folders), "--metrics", "ssim", "--batch-size", "2", "--workers", "0",
+                       "--shard", f"{i}/2", "--out", str(tmp_path / f"s{i}.csv"))
+        assert proc.returncode == 0, proc.stderr
+        assert "ssim" in proc.stdout and "95% CI" in proc.stdout
+    proc = run_cli("merge", str(tmp_path / "all.csv"), str(tmp_path / "s0.csv"), str(tmp_path / "s1.csv"), "--json")
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout)
+    want = score_pairs(match_folders(*folders), "ssim", batch_size=2, workers=0)
+    assert got["metrics"] == want.summary["metrics"] and got["n"] == 5
+
+
+def test_diversity_over_a_seeded_sample(folders):
+    proc = run_cli("diversity", str(folders[0]), "--metrics", "mse", "--sample", "4", "--seed", "1", "--workers",
+                   "0", "--json")
+    assert proc.returncode == 0, proc.stderr
+    want = score_pairs(all_pairs(folders[0], sample=4, seed=1), "mse", workers=0)
+    assert json.loads(proc.stdout)["metrics"] == want.summary["metrics"]
+
+
+def test_explain_names_the_configuration(folders):
+    truth = score_pairs(match_folders(*folders), "lpips-alex-0.0-lin-[0,255]", workers=0, mismatch="crop")
+    mean = truth.summary["metrics"]["lpips-alex-0.0-lin-[0,255]"]["mean"]
+    proc = run_cli("explain", *map(str, folders), "--reported", repr(mean), "--nets", "alex", "--mismatch", "crop",
+                   "--workers", "0", "--top", "3", "--json")
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout)
+    assert got["candidates"][0]["config"] == "lpips-alex-0.0-lin-[0,255]" and len(got["candidates"]) == 3
+    assert got["candidates"][0]["distance"] < 1e-6
+
+
+@pytest.mark.parametrize("args, message", [
+    (("score", "/nonexistent/a", "/nonexistent/b"), "folder A '/nonexistent/a' does not exist"),
+    (("score", "{a}", "{b}", "--metrics", "lpips-resnet"), "LPIPS has no option 'resnet'"),
+    (("score", "{a}", "{b}", "--shard", "2/2"), "shard i/n needs 0 ≤ i < n"),
+    (("score", "{a}", "{b}", "--resume"), "--resume needs --out FILE"),
+    (("score", "{a}", "{b}", "--out", "rows.txt"), "must end in .csv or .jsonl"),
+    (("score", "{a}", "{b}", "--batch-size", "0"), "expected a positive integer"),
+    (("explain", "{a}", "{b}", "--reported", "nan"), "expected a finite number"),
+    (("explain", "{a}", "{b}"), "--reported"),
+    (("diversity", "{a}/p00.png"), "is not a folder"),
+    (("merge", "m.csv", "/nonexistent/s0.csv"), "missing"),
+])
+def test_errors_exit_2_with_one_line(folders, args, message):
+    a, b = map(str, folders)
+    proc = run_cli(*(x.format(a=a, b=b) for x in args))
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("error: ") and proc.stderr.count("\n") == 1, proc.stderr
+    assert message in proc.stderr
+    assert proc.stdout == ""
