@@ -9,6 +9,7 @@ short message with the configuration, and its traceback goes to the server's log
 import streamlit as st
 
 import ui
+from lpips_core.memory import release_unused
 
 # An emoji, not a ":material/…:" icon: Streamlit's frontend fetches a Material favicon from
 # fonts.gstatic.com, while an emoji favicon is an inline SVG (no request to an outside host).
@@ -28,6 +29,8 @@ PAGES = [
             url_path="calibration_lab"),
     st.Page("app_pages/judge_it_yourself.py", title="Judge it yourself", icon=":material/how_to_vote:",
             url_path="judge_it_yourself"),
+    st.Page("app_pages/score_a_dataset.py", title="Score a dataset", icon=":material/dataset:",
+            url_path="score_a_dataset"),
 ]
 
 # Streamlit serves the default page at the root only ("/" ; its own url_path just has to be
@@ -52,3 +55,6 @@ try:
 finally:  # also after st.stop(): the URL always describes the view
     with ui.error_boundary("The link"):
         ui.links.link_control(url_path, ui.links.write(url_path))
+    # A rerun's activations (hundreds of MB at 512 px) are freed when it ends, but glibc keeps
+    # freed memory in its arenas: give it back to the OS (benchmarks/memory.py measures this).
+    release_unused()
