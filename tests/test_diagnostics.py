@@ -152,7 +152,7 @@ def test_diagnose_demo_pair(alex, demo):
     assert float(d.spatial_map.mean()) == pytest.approx(d.score, rel=0.02)
     assert d.layer_maps.shape == (5,) + r.array.shape[:2]
     assert [c.id for c in d.checks] == list(dg.CHECK_IDS) == [
-        "size", "bit_depth", "alpha", "grayscale", "exif_orientation", "misalignment", "jpeg_blockiness"]
+        "size", "resolution", "bit_depth", "alpha", "grayscale", "exif_orientation", "misalignment", "jpeg_blockiness"]
     assert [c.name for c in d.checks] == [s.name for s in dg.CHECKS]
     status = {c.id: c.status for c in d.checks}
     assert status["misalignment"] == "warning" and status["jpeg_blockiness"] == "warning"
@@ -271,7 +271,7 @@ def _context(model, r, t, score=None) -> dg.PairContext:
 
 
 def test_registry_ids_are_unique_and_name_every_check():
-    assert len(set(dg.CHECK_IDS)) == len(dg.CHECKS) == 7
+    assert len(set(dg.CHECK_IDS)) == len(dg.CHECKS) == 8
     assert all(callable(spec.run) and spec.name for spec in dg.CHECKS)
 
 
@@ -308,3 +308,109 @@ def test_bit_depth_flags_a_narrow_range(alex, ref):
     (c,) = dg.run_checks(_context(alex, r, dark), [s for s in dg.CHECKS if s.id == "bit_depth"])
     assert dark.array.max() - dark.array.min() < dg.NARROW_RANGE
     assert c.status == "warning" and "The test image spans less than half" in c.finding
+
+
+# --------------------------------------------------------------------------- files as uploaded
+def debug_pair(dy: int = 4, dx: int = 6, scale: float = 0.75, quality: int = 60) -> tuple[bytes, bytes]:
+    """An RGBA PNG reference (168×256; its left half 25 % opaque over inverted colours) and a test
+    JPEG of it: composited on white, shifted ``(dy, dx)`` px (reflect), resized by ``scale``
+    (Lanczos, 126×192) and saved at ``quality``."""
+    rgb = load_image("sample_images/rocket.png", max_side=None).array[::2, ::2][:168, :256]
+    h, w = rgb.shape[:2]
+    half = w // 2 + 3  # the alpha edge off the 8-px JPEG grid
+    hidden = rgb.copy()
+    hidden[:, :half] = 1.0 - rgb[:, :half]
+    alpha = np.ones((h, w, 1), np.float32)
+    alpha[:, :half] = 0.25
+    u8 = np.rint(np.concatenate([hidden, alpha], axis=2) * 255).astype(np.uint8)
+    buf = io.BytesIO()
+    Image.fromarray(u8, "RGBA").save(buf, format="PNG")
+    a = u8[..., 3:] / 255.0
+    on_white = (u8[..., :3] / 255.0 * a + (1 - a)).astype(np.float32)
+    moved = np.rint(shift(on_white, dx, dy, boundary="reflect") * 255).astype(np.uint8)
+    small = Image.fromarray(moved).resize((round(w * scale), round(h * scale)), Image.Resampling.LANCZOS)
+    out = io.BytesIO()
+    small.save(out, format="JPEG", quality=quality)
+    return buf.getvalue(), out.getvalue()
+
+
+@pytest.fixture(scope="module")
+def uploaded(alex):
+    ref_png, test_jpg = debug_pair()
+    return ref_png, test_jpg, dg.diagnose_files(alex, ref_png, test_jpg, reference_name="ref.png",
+                                                test_name="test.jpg")
+
+
+def test_diagnose_files_scores_the_files_as_uploaded(alex, uploaded):
+    ref_png, test_jpg, d = uploaded
+    r, t = load_image(ref_png), load_image(test_jpg)  # the library's own computation, native size
+    assert (r.size, t.size, r.had_alpha, t.format) == ((168, 256), (126, 192), True, "JPEG")
+    assert d.score == pytest.approx(_lp(alex, r.array, dg.match_size(t.array, r.size)), abs=1e-6)
+    assert d.native_size == {"reference_hw": [168, 256], "test_hw": [126, 192], "scored_hw": [168, 256],
+                             "policy": dg.SIZE_POLICY, "resolution": "native", "max_side": dg.NATIVE_MAX_SIDE,
+                             "downscaled": False}
+    # the shift in the reference file's pixels (the test was moved 4 down, 6 right before resizing)
+    mis = d.check("misalignment")
+    assert (mis.scores["dy"], mis.scores["dx"]) == pytest.approx((-4, -6), abs=0.3)
+    assert mis.status == "warning"
+    # blockiness on the JPEG as decoded, at its own 126×192 grid
+    blk = d.check("jpeg_blockiness")
+    assert d.blockiness["test"] == pytest.approx(dg.blockiness(t.array)) and blk.status == "warning"
+    assert d.blockiness["test"] > dg.BLOCKINESS_THRESHOLD
+    like = dg.encode_like(r.array, test_jpg)
+    assert blk.counterfactuals["reference re-encoded like the test"] == pytest.approx(
+        _lp(alex, like, dg.match_size(t.array, r.size)), abs=1e-6)
+    # alpha: dropped and on black, against the library on the same files
+    al = d.check("alpha")
+    dropped = load_image(dg.alpha_dropped(ref_png)).array
+    black = load_image(ref_png, background=(0, 0, 0)).array
+    tst = dg.match_size(t.array, r.size)
+    assert al.counterfactuals["alpha dropped"] == pytest.approx(_lp(alex, dropped, tst), abs=1e-6)
+    assert al.counterfactuals["on black"] == pytest.approx(_lp(alex, black, tst), abs=1e-6)
+    assert dg.alpha_dropped(test_jpg) is None
+    # ranked by |change|, alpha first
+    ranked = [f.check_id for f in d.ranking]
+    assert ranked[0] == "alpha" and sorted(ranked) == sorted(dg.CHECK_IDS)
+    changes = [abs(f.change) for f in d.ranking if f.change is not None]
+    assert changes == sorted(changes, reverse=True) and changes[0] == pytest.approx(al.delta)
+    assert d.ranking[0].score == pytest.approx(al.counterfactuals[d.ranking[0].counterfactual])
+    rep = json.loads(dg.report_json(dg.build_report(d, versions={})))
+    assert rep["ranking"][0]["check_id"] == "alpha" and rep["native_size"]["reference_hw"] == [168, 256]
+
+
+def test_diagnose_files_at_the_working_size_reports_file_pixels(alex):
+    ref_png, test_jpg = debug_pair()
+    d = dg.diagnose_files(alex, ref_png, test_jpg, resolution="working", working_side=128)
+    r, t = load_image(ref_png, max_side=128), load_image(test_jpg, max_side=128)
+    assert d.native_size["scored_hw"] == [84, 128] and d.native_size["reference_hw"] == [168, 256]
+    assert d.score == pytest.approx(_lp(alex, r.array, dg.match_size(t.array, r.size)), abs=1e-6)
+    mis = d.check("misalignment")  # measured at 84×128, reported in the 168×256 file's pixels
+    assert (mis.scores["dy"], mis.scores["dx"]) == pytest.approx((-4, -6), abs=0.5)
+    assert mis.scores["dx"] == pytest.approx(2 * mis.scores["dx_scored_px"])
+    res = d.check("resolution")  # the counterfactual: the files at their own size
+    native = load_image(ref_png).array
+    assert res.counterfactuals["native size"] == pytest.approx(
+        _lp(alex, native, dg.match_size(load_image(test_jpg).array, native.shape[:2])), abs=1e-6)
+    assert d.check("jpeg_blockiness").status == "warning"  # still measured on the file itself
+
+
+def test_diagnose_files_caps_native_scoring_and_refuses_bad_options(alex):
+    ref_png, test_jpg = debug_pair()
+    d = dg.diagnose_files(alex, ref_png, test_jpg, max_side=128)
+    assert d.native_size["downscaled"] and d.native_size["scored_hw"] == [84, 128]
+    assert any("downscaled" in n.lower() for n in load_image(ref_png, max_side=128).notices)
+    with pytest.raises(ValueError, match="'huge'"):
+        dg.diagnose_files(alex, ref_png, test_jpg, resolution="huge")
+    with pytest.raises(ValueError, match="max_side must be a positive int, got 0"):
+        dg.diagnose_files(alex, ref_png, test_jpg, max_side=0)
+
+
+def test_rank_checks_orders_by_absolute_change():
+    def check(cid, cf, base=None):
+        return dg.Check("info", "f", "e", {}, cf, base, id=cid, name=cid)
+
+    rows = dg.rank_checks([check("size", {}), check("alpha", {"a": 0.1}), check("misalignment", {"x": 0.3}, 0.5),
+                           check("grayscale", {"g": 0.85, "h": 0.45})], 0.5)
+    assert [(r.check_id, r.counterfactual, r.change) for r in rows] == [
+        ("alpha", "a", pytest.approx(-0.4)), ("grayscale", "g", pytest.approx(0.35)),
+        ("misalignment", "x", pytest.approx(-0.2)), ("size", None, None)]

@@ -5,22 +5,27 @@ Pure analysis behind the "Debug a score" page (no Streamlit). Given two images l
 in :data:`CHECKS` (one function each, with a stable id, in this order):
 
 * ``"size"``: whether the two differ, and the LPIPS each way of matching them gives;
+* ``"resolution"``: the pair at the files' own size against the app's working size;
 * ``"bit_depth"``: what the files stored and what range the pixels span, and the score the same
   pair gets when fed in a wrong range convention;
-* ``"alpha"``: transparency composited on white (the loader's default) versus on black;
+* ``"alpha"``: transparency composited on white (the loader's default) versus alpha dropped
+  and composited on black;
 * ``"grayscale"``: a gray image against a colour one, and the score of the pair in gray;
 * ``"exif_orientation"``: the tag the loader applied, and the score had it been ignored;
 * ``"misalignment"``: a translation estimated by phase correlation
   (:func:`skimage.registration.phase_cross_correlation`, sub-pixel), and LPIPS before and
   after undoing it on the same central crop;
 * ``"jpeg_blockiness"`` (:func:`blockiness`), and for scale the scores of the reference itself
-  re-encoded as JPEG at a few qualities;
+  re-encoded as JPEG at a few qualities and with the test file's own JPEG tables;
 
 and where the distance comes from (per-layer terms and the spatial map). Each :class:`Check`
 carries its id, a status, the finding, the effect with its numbers, the counterfactual scores
 and ``delta``, the largest change of the score among them. Thresholds are named constants of
 :mod:`lpips_core.diagnostics.checks`. :func:`build_report` turns a :class:`Diagnosis` into a
-JSON-ready dict with the full configuration and library versions. :func:`layer_breakdown`
+JSON-ready dict with the full configuration and library versions. :func:`diagnose_files` is the
+entry point for two uploaded files: it scores them at their own resolution (capped at
+:data:`NATIVE_MAX_SIDE`), runs the checks on the files as decoded and fills every
+counterfactual; :func:`rank_checks` orders the findings by how much each moves the score. :func:`layer_breakdown`
 shows one pair layer by layer (features, per-position terms, per-channel contributions) for
 the "Inside a layer" page.
 
@@ -42,6 +47,7 @@ from .checks import (
     CHECKS,
     EIGHT_BIT,
     JPEG_SCALE_QUALITIES,
+    Finding,
     MISALIGNMENT_PX,
     NARROW_RANGE,
     UPRIGHT_EXIF_TAGS,
@@ -58,10 +64,12 @@ from .checks import (
     check_grayscale,
     check_jpeg_blockiness,
     check_misalignment,
+    check_resolution,
     check_size,
+    rank_checks,
     run_checks,
 )
-from .diagnosis import Diagnosis, diagnose
+from .diagnosis import NATIVE_MAX_SIDE, SIZE_POLICY, Diagnosis, diagnose, diagnose_files
 from .layers import LayerBreakdown, layer_breakdown
 from .measures import EQUAL_SIZE_SIDES, SQUARE_SIDE, Alignment, ResizeOption, alignment, resize_options
 from .report import build_report, library_versions, report_json
@@ -69,8 +77,10 @@ from .tools import (
     GRAY_TOLERANCE,
     JPEG_BLOCK,
     SHIFT_UPSAMPLE,
+    alpha_dropped,
     blockiness,
     demo_pair,
+    encode_like,
     estimate_shift,
     image_facts,
     is_gray,

@@ -28,7 +28,17 @@ from ..distortions import jpeg
 from ..images import LoadedImage
 from ..model import LPIPS
 from .measures import Alignment, ResizeOption, alignment, resize_options
-from .tools import _U8_MAX, blockiness, fmt, image_facts, lpips_values, match_size, ratio_text, undo_exif
+from .tools import (
+    _U8_MAX,
+    blockiness,
+    encode_like,
+    fmt,
+    image_facts,
+    lpips_values,
+    match_size,
+    ratio_text,
+    undo_exif,
+)
 
 __all__ = [
     "ASPECT_TOLERANCE",
@@ -39,6 +49,7 @@ __all__ = [
     "CheckId",
     "CheckSpec",
     "EIGHT_BIT",
+    "Finding",
     "JPEG_SCALE_QUALITIES",
     "MISALIGNMENT_PX",
     "NARROW_RANGE",
@@ -53,12 +64,14 @@ __all__ = [
     "check_grayscale",
     "check_jpeg_blockiness",
     "check_misalignment",
+    "check_resolution",
     "check_size",
+    "rank_checks",
     "run_checks",
 ]
 
 Status = Literal["ok", "warning", "info"]
-CheckId = Literal["size", "bit_depth", "alpha", "grayscale", "exif_orientation", "misalignment",
+CheckId = Literal["size", "resolution", "bit_depth", "alpha", "grayscale", "exif_orientation", "misalignment",
                   "jpeg_blockiness"]
 
 # --------------------------------------------------------------------------- thresholds
@@ -134,6 +147,13 @@ class PairContext:
         score: LPIPS of ``(ref, tst)`` under ``convention``.
         method: the resize method; ``convention``: the range convention of ``score``.
         reference_on_black, test_on_black: the files composited on black (``None``: not loaded).
+        reference_alpha_dropped, test_alpha_dropped: the files' RGB channels with the alpha channel
+            ignored, at the size of ``reference``/``test`` (``None``: not loaded).
+        originals: the two files decoded at their full resolution, before any resampling (the
+            file facts, blockiness and shift units come from these); ``None``: ``reference``/``test``.
+        other_size: ``(label, reference, test)`` the pair loaded at the other resolution (native
+            size when scoring at the working size and vice versa), ``None``: not compared.
+        test_file: the test file's bytes (its JPEG tables are reused to re-encode the reference).
     """
 
     model: LPIPS
@@ -146,6 +166,21 @@ class PairContext:
     convention: str
     reference_on_black: np.ndarray | None = None
     test_on_black: np.ndarray | None = None
+    reference_alpha_dropped: np.ndarray | None = None
+    test_alpha_dropped: np.ndarray | None = None
+    originals: tuple[LoadedImage, LoadedImage] | None = None
+    other_size: tuple[str, np.ndarray, np.ndarray] | None = None
+    test_file: bytes | None = None
+
+    @property
+    def files(self) -> tuple[LoadedImage, LoadedImage]:
+        """The two files at full resolution (:attr:`originals`, else the loaded pair)."""
+        return self.originals if self.originals is not None else (self.reference, self.test)
+
+    @property
+    def file_scale(self) -> float:
+        """Reference-file pixels per scored pixel (1 when the pair is scored at the file's own size)."""
+        return self.files[0].size[1] / self.size[1]
 
     @property
     def size(self) -> tuple[int, int]:
@@ -160,7 +195,8 @@ class PairContext:
     @cached_property
     def facts(self) -> dict[str, dict[str, Any]]:
         """``{"reference": ..., "test": ...}`` from :func:`~lpips_core.diagnostics.image_facts`."""
-        return {"reference": image_facts(self.reference), "test": image_facts(self.test)}
+        ref, test = self.files
+        return {"reference": image_facts(ref), "test": image_facts(test)}
 
     @cached_property
     def resize_options(self) -> list[ResizeOption]:
@@ -177,9 +213,10 @@ class PairContext:
 
     @cached_property
     def blockiness(self) -> dict[str, float]:
-        """``{"reference": b, "test": b}``, ``nan`` for an image too small to measure."""
+        """``{"reference": b, "test": b}`` on the files as decoded (before any resampling, so the
+        JPEG grid is where the encoder put it), ``nan`` for an image too small to measure."""
         out = {}
-        for name, a in (("reference", self.ref), ("test", self.tst)):
+        for name, a in zip(("reference", "test"), (f.array for f in self.files)):
             try:
                 out[name] = blockiness(a)
             except ValueError:
@@ -241,22 +278,51 @@ def check_bit_depth(ctx: PairContext) -> Outcome:
 
 
 def check_alpha(ctx: PairContext) -> Outcome:
-    """Transparency composited on white (the loader's default) against on black."""
+    """Transparency: composited on white (the loader's default) against alpha dropped and on black."""
     alpha = [n for n, f in ctx.facts.items() if f["had_alpha"]]
     if not alpha:
         return Outcome("ok", "Neither image has transparency.", "No effect.")
     finding = (f"The {' and '.join(alpha)} image has transparency; it was composited on white, "
                "because LPIPS compares opaque RGB images.")
     scores = {"on white": ctx.score}
-    if ctx.reference_on_black is None and ctx.test_on_black is None:
+    variants = {"alpha dropped": (ctx.reference_alpha_dropped, ctx.test_alpha_dropped),
+                "on black": (ctx.reference_on_black, ctx.test_on_black)}
+    counterfactuals: dict[str, float] = {}
+    for label, (r, t) in variants.items():
+        if r is None and t is None:
+            continue
+        r = ctx.ref if r is None else match_size(r, ctx.size)
+        t = ctx.tst if t is None else match_size(t, ctx.size, method=ctx.method)
+        counterfactuals[label] = ctx.lpips(r, [t])[0]
+    if not counterfactuals:
         return Outcome("warning", finding,
                        "The background colour under transparent pixels is part of what is compared.", scores)
-    rb = ctx.ref if ctx.reference_on_black is None else ctx.reference_on_black
-    tb = ctx.tst if ctx.test_on_black is None else match_size(ctx.test_on_black, ctx.size, method=ctx.method)
-    v = ctx.lpips(rb, [tb])[0]
-    scores["on black"] = v
-    return Outcome("warning", finding, f"On a black background the score would be {fmt(v)} instead of "
-                   f"{fmt(ctx.score)}.", scores, {"on black": v})
+    scores.update(counterfactuals)
+    names = {"alpha dropped": "with the alpha channel dropped (the hidden RGB values compared)",
+             "on black": "composited on black"}
+    effect = ("; ".join(f"{names[k]} the score would be {fmt(v)}" for k, v in counterfactuals.items())
+              + f"; on white (as scored) it is {fmt(ctx.score)}.")
+    effect = effect[0].upper() + effect[1:]
+    return Outcome("warning", finding, effect, scores, counterfactuals)
+
+
+def check_resolution(ctx: PairContext) -> Outcome:
+    """The pair at its own (native) size against the app's working size."""
+    (h, w), (fh, fw) = ctx.size, ctx.files[0].size
+    here = "the files' own size" if (h, w) == (fh, fw) else f"{h}×{w} px (the reference file is {fh}×{fw})"
+    if ctx.other_size is None:
+        return Outcome("info", f"Scored at {here} (H×W).", "No other resolution was compared.")
+    label, r, t = ctx.other_size
+    if r.shape[:2] == (h, w):
+        return Outcome("ok", f"Scored at {here} (H×W); {label} is the same size.", "No effect.",
+                       {label: ctx.score})
+    v = ctx.lpips(r, [match_size(t, r.shape[:2], method=ctx.method)])[0]
+    return Outcome(
+        "warning" if abs(v - ctx.score) > 0 else "ok",
+        f"Scored at {here} (H×W). LPIPS depends on the resolution: the network's receptive fields cover "
+        f"more of the picture at a smaller size.",
+        f"At {label} ({r.shape[0]}×{r.shape[1]} px) the same files score {fmt(v)} instead of {fmt(ctx.score)}"
+        f"{ratio_text(v, ctx.score)}.", {"as scored": ctx.score, label: v}, {label: v})
 
 
 def check_grayscale(ctx: PairContext) -> Outcome:
@@ -299,7 +365,9 @@ def check_misalignment(ctx: PairContext) -> Outcome:
     align = ctx.alignment
     if align is None:
         return Outcome("info", "The translation could not be estimated.", "Unknown.")
-    moved = math.hypot(align.dy, align.dx) >= MISALIGNMENT_PX
+    k = ctx.file_scale  # reference-file pixels per scored pixel
+    dy, dx = align.dy * k, align.dx * k
+    moved = math.hypot(dy, dx) >= MISALIGNMENT_PX
     if math.isfinite(align.lpips_before):
         effect = (f"On the central crop (minus {align.crop} px per side) LPIPS is {fmt(align.lpips_before)} "
                   f"before and {fmt(align.lpips_after)} after aligning.")
@@ -307,10 +375,11 @@ def check_misalignment(ctx: PairContext) -> Outcome:
         effect = "The shift is too large to score a common crop with this backbone."
     return Outcome(
         "warning" if moved else "ok",
-        f"Phase correlation finds the test image's content offset by {-align.dy:+.1f} px vertically "
-        f"(+ = down) and {-align.dx:+.1f} px horizontally (+ = right) from the reference's."
-        + ("" if moved else " That is below half a pixel: aligned."),
-        effect, {"dy": align.dy, "dx": align.dx, "before": align.lpips_before, "after": align.lpips_after},
+        f"Phase correlation finds the test image's content offset by {-dy:+.1f} px vertically "
+        f"(+ = down) and {-dx:+.1f} px horizontally (+ = right) from the reference's, in the reference "
+        "file's pixels." + ("" if moved else " That is below half a pixel: aligned."),
+        effect, {"dy": dy, "dx": dx, "dy_scored_px": align.dy, "dx_scored_px": align.dx,
+                 "before": align.lpips_before, "after": align.lpips_after},
         {"aligned (central crop)": align.lpips_after}, baseline=align.lpips_before)
 
 
@@ -332,7 +401,14 @@ def check_jpeg_blockiness(ctx: PairContext) -> Outcome:
               "For scale, the reference itself re-encoded as JPEG scores "
               + ", ".join(f"{fmt(v)} at quality {q}" for q, v in zip(qualities, vals))
               + f"; this pair's {fmt(ctx.score)} is closest to quality {closest}.")
-    return Outcome("warning", finding, effect, scores)
+    counterfactuals: dict[str, float] = {}
+    like = encode_like(ctx.ref, ctx.test_file) if ctx.test_file is not None else None
+    if like is not None:
+        v = ctx.lpips(like, [ctx.tst])[0]
+        scores["reference re-encoded like the test"] = counterfactuals["reference re-encoded like the test"] = v
+        effect += (f" Re-encoding the reference with the test file's own JPEG tables (so both carry the same "
+                   f"compression) gives {fmt(v)} instead of {fmt(ctx.score)}.")
+    return Outcome("warning", finding, effect, scores, counterfactuals)
 
 
 # --------------------------------------------------------------------------- the registry
@@ -348,6 +424,7 @@ class CheckSpec:
 #: Every check, in page order.
 CHECKS: tuple[CheckSpec, ...] = (
     CheckSpec("size", "Size", check_size),
+    CheckSpec("resolution", "Resolution", check_resolution),
     CheckSpec("bit_depth", "Bit depth and value range", check_bit_depth),
     CheckSpec("alpha", "Alpha channel", check_alpha),
     CheckSpec("grayscale", "Grayscale", check_grayscale),
@@ -363,6 +440,45 @@ def _delta(outcome: Outcome, score: float) -> float | None:
     base = score if outcome.baseline is None else outcome.baseline
     changes = [abs(v - base) for v in outcome.counterfactuals.values() if math.isfinite(v) and math.isfinite(base)]
     return max(changes) if changes else None
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One row of the ranked summary: a check and the counterfactual that moves the score most.
+
+    Attributes:
+        check_id: the check's stable id; ``name``: its display name; ``status``: its status.
+        finding: the check's finding (one or two sentences).
+        counterfactual: the label of the counterfactual with the largest ``|change|``, ``None`` when
+            the check computed none.
+        as_is: the score the counterfactual is compared with (the pair's score, or a crop's own).
+        score: the counterfactual score (``None`` without one).
+        change: ``score − as_is`` (LPIPS units, signed; ``None`` without a counterfactual).
+    """
+
+    check_id: CheckId
+    name: str
+    status: Status
+    finding: str
+    counterfactual: str | None
+    as_is: float
+    score: float | None
+    change: float | None
+
+
+def rank_checks(checks: Sequence[Check], score: float) -> list[Finding]:
+    """One :class:`Finding` per check, ranked by ``|change|`` largest first; checks without a finite
+    counterfactual follow, in registry order (the sort is stable)."""
+    rows = []
+    for c in checks:
+        base = score if c.baseline is None else c.baseline
+        finite = {k: v for k, v in c.counterfactuals.items() if math.isfinite(v)}
+        if finite and math.isfinite(base):
+            label = max(finite, key=lambda k: abs(finite[k] - base))
+            rows.append(Finding(c.id, c.name, c.status, c.finding, label, base, finite[label], finite[label] - base))
+        else:
+            rows.append(Finding(c.id, c.name, c.status, c.finding, None, base, None, None))
+    return sorted(rows, key=lambda f: -abs(f.change) if f.change is not None else math.inf)
 
 
 def run_checks(ctx: PairContext, checks: Sequence[CheckSpec] = CHECKS) -> list[Check]:

@@ -2,21 +2,29 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+import io
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 import numpy as np
 
 from ..conventions import RESIZE_METHODS
-from ..images import LoadedImage
+from ..images import LoadedImage, load_image, min_side_for
 from ..metrics import mse, psnr, ssim
 from ..model import LPIPS
 from ..sweeps import lpips_many
-from .checks import CHECKS, Check, PairContext, run_checks
+from .checks import CHECKS, Check, Finding, PairContext, rank_checks, run_checks
 from .measures import Alignment, ResizeOption
-from .tools import match_size
+from .tools import alpha_dropped, match_size
 
-__all__ = ["Diagnosis", "diagnose"]
+__all__ = ["NATIVE_MAX_SIDE", "SIZE_POLICY", "Diagnosis", "diagnose", "diagnose_files"]
+
+#: Longer side (px) above which :func:`diagnose_files` downscales both files for native scoring
+#: (Lanczos, with a notice), so VGG16 stays within a few seconds on a CPU. A 512 px pair with VGG16
+#: takes about 1 s per forward pass on a 2-core CPU; a full diagnosis runs ~20 of them.
+NATIVE_MAX_SIDE = 1024
+#: How a pair of different sizes is scored (stated on the page and in the report).
+SIZE_POLICY = "the test image is resized to the reference's size (the reference stays untouched)"
 
 
 @dataclass(frozen=True, eq=False)
@@ -36,6 +44,10 @@ class Diagnosis:
         blockiness: ``{"reference": b, "test": b}`` (see :func:`blockiness`).
         facts: ``{"reference": {...}, "test": {...}}`` from :func:`image_facts`.
         config: net, version, lin, convention, resize method, weights source, device.
+        ranking: one :class:`Finding` per check, the largest change of the score first.
+        native_size: ``{"reference_hw", "test_hw"}`` the files' own sizes, ``"scored_hw"`` the size
+            the pair was scored at, ``"resolution"`` (``"native"`` or ``"working"``), ``"max_side"``
+            the cap applied, ``"downscaled"`` (whether the cap shrank a file) and ``"policy"``.
     """
 
     reference: np.ndarray
@@ -52,6 +64,8 @@ class Diagnosis:
     blockiness: dict[str, float]
     facts: dict[str, dict[str, Any]]
     config: dict[str, Any]
+    ranking: list[Finding] = field(default_factory=list)
+    native_size: dict[str, Any] = field(default_factory=dict)
 
     def check(self, check_id: str) -> Check:
         """The check with id ``check_id`` (see :data:`CHECK_IDS`).
@@ -74,6 +88,11 @@ def diagnose(
     convention: str = "[-1,1]",
     reference_on_black: np.ndarray | None = None,
     test_on_black: np.ndarray | None = None,
+    reference_alpha_dropped: np.ndarray | None = None,
+    test_alpha_dropped: np.ndarray | None = None,
+    originals: tuple[LoadedImage, LoadedImage] | None = None,
+    other_size: tuple[str, np.ndarray, np.ndarray] | None = None,
+    test_file: bytes | None = None,
 ) -> Diagnosis:
     """Run every check of :data:`CHECKS` on a pair and compute where its distance comes from.
 
@@ -86,6 +105,9 @@ def diagnose(
         reference_on_black, test_on_black: ``(H, W, 3)`` the same files loaded with a black
             background (``load_image(..., background=(0, 0, 0))``), for images with alpha;
             ``None`` skips that comparison.
+        reference_alpha_dropped, test_alpha_dropped: ``(H, W, 3)`` the files' RGB with alpha
+            ignored (:func:`~lpips_core.diagnostics.alpha_dropped`), ``None`` skips it.
+        originals, other_size, test_file: see :class:`PairContext` (:func:`diagnose_files` fills them).
 
     Returns:
         A :class:`Diagnosis`.
@@ -107,8 +129,10 @@ def diagnose(
         ssim_value = float("nan")
     classic = {"mse": mse(ref, tst), "psnr": psnr(ref, tst), "ssim": ssim_value}
     ctx = PairContext(model, reference, test, ref, tst, score, method, convention,
-                      reference_on_black, test_on_black)
+                      reference_on_black, test_on_black, reference_alpha_dropped, test_alpha_dropped,
+                      originals, other_size, test_file)
     checks = run_checks(ctx, CHECKS)
+    files = ctx.files
     config = {
         "net": model.net, "version": model.version, "lin": model.lin, "convention": convention,
         "size": f"reference size {size[0]}×{size[1]} (H×W)", "resize_method": method,
@@ -118,5 +142,75 @@ def diagnose(
         reference=ref, test=tst, score=score, per_layer=result.per_layer[0].numpy(),
         layer_names=tuple(result.layer_names), spatial_map=layer_maps.sum(0), layer_maps=layer_maps,
         classic=classic, checks=checks, resize_options=ctx.resize_options, alignment=ctx.alignment,
-        blockiness=ctx.blockiness, facts=ctx.facts, config=config,
+        blockiness=ctx.blockiness, facts=ctx.facts, config=config, ranking=rank_checks(checks, score),
+        native_size={"reference_hw": list(files[0].size), "test_hw": list(files[1].size),
+                     "scored_hw": list(size), "policy": SIZE_POLICY},
     )
+
+
+def _load(data: bytes, name: str, **opts) -> LoadedImage:
+    src = io.BytesIO(data)
+    src.name = name
+    return load_image(src, **opts)
+
+
+def diagnose_files(
+    model: LPIPS,
+    reference: bytes,
+    test: bytes,
+    *,
+    reference_name: str = "",
+    test_name: str = "",
+    resolution: Literal["native", "working"] = "native",
+    working_side: int = 256,
+    max_side: int = NATIVE_MAX_SIDE,
+    method: str = "bilinear",
+    convention: str = "[-1,1]",
+) -> Diagnosis:
+    """Diagnose two files as uploaded: scored at their own resolution, every check on the originals.
+
+    Each file is loaded with :func:`load_image` (white background, the backbone's minimum side):
+    at ``resolution="native"`` with ``max_side`` as the longer-side cap (larger files are
+    downscaled with the loader's notice), at ``"working"`` with ``working_side`` (the app's
+    working size). When the sizes differ, :data:`SIZE_POLICY` applies (``method``). The file
+    facts, blockiness and the shift's units come from the files decoded at full resolution; the
+    counterfactuals load the same bytes with the alpha channel dropped, on black, and at the
+    other resolution; a JPEG test's own tables re-encode the reference.
+
+    Args:
+        reference, test: the raw file bytes; ``reference_name``/``test_name`` label messages.
+        resolution: ``"native"`` (default) or ``"working"``.
+        working_side, max_side: longer-side limits (pixels, ``>= 1``).
+
+    Raises:
+        ValueError: ``resolution`` or a side is invalid, or ``method`` unknown.
+        lpips_core.images.ImageLoadError: a file the loader refuses.
+    """
+    if resolution not in ("native", "working"):
+        raise ValueError(f"resolution must be 'native' or 'working', got {resolution!r}")
+    for label, side in (("working_side", working_side), ("max_side", max_side)):
+        if not isinstance(side, (int, np.integer)) or isinstance(side, bool) or side < 1:
+            raise ValueError(f"{label} must be a positive int, got {side!r}")
+    low = min_side_for(model.net)
+    sides = {"native": int(max_side), "working": int(working_side)}
+    side = sides[resolution]
+    files = [(reference, reference_name), (test, test_name)]
+    originals = tuple(_load(d, n, max_side=None) for d, n in files)
+    r, t = (_load(d, n, max_side=side, min_side=low) for d, n in files)
+    black = [_load(d, n, max_side=side, min_side=low, background=(0.0, 0.0, 0.0)).array if o.had_alpha else None
+             for (d, n), o in zip(files, originals)]
+    dropped = []
+    for (d, n), o in zip(files, originals):
+        raw = alpha_dropped(d) if o.had_alpha else None
+        dropped.append(None if raw is None else _load(raw, n, max_side=side, min_side=low).array)
+    other = "working" if resolution == "native" else "native"
+    other_label = "the working size" if other == "working" else "native size"
+    r2, t2 = (_load(d, n, max_side=sides[other], min_side=low) for d, n in files)
+    d = diagnose(model, r, t, method=method, convention=convention, reference_on_black=black[0],
+                 test_on_black=black[1], reference_alpha_dropped=dropped[0], test_alpha_dropped=dropped[1],
+                 originals=originals, other_size=(other_label, r2.array, t2.array), test_file=test)
+    d.native_size.update(resolution=resolution, max_side=side,
+                         downscaled=bool(r.downscaled_from or t.downscaled_from))
+    d.config["size"] = (f"{'native' if resolution == 'native' else 'working'} size, longer side capped at "
+                        f"{side} px: scored at {r.size[0]}×{r.size[1]} (H×W); {SIZE_POLICY}")
+    return d

@@ -58,6 +58,8 @@ def build_report(diagnosis: Diagnosis, *, versions: Mapping[str, str | None] | N
         "classic": dict(d.classic),
         "configuration": config,
         "images": d.facts,
+        "native_size": dict(d.native_size),
+        "ranking": [asdict(f) for f in d.ranking],
         "checks": [asdict(c) for c in d.checks],
         "resize_options": [asdict(o) for o in d.resize_options],
         "alignment": asdict(d.alignment) if d.alignment is not None else None,

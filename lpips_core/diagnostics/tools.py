@@ -24,7 +24,9 @@ __all__ = [
     "JPEG_BLOCK",
     "SHIFT_UPSAMPLE",
     "blockiness",
+    "alpha_dropped",
     "demo_pair",
+    "encode_like",
     "estimate_shift",
     "image_facts",
     "is_gray",
@@ -192,3 +194,46 @@ def ratio_text(value: float, base: float) -> str:
     if not (math.isfinite(value) and math.isfinite(base)) or base <= 0:
         return ""
     return f" (×{value / base:.2f})"
+
+
+def alpha_dropped(data: bytes) -> bytes | None:
+    """The file's RGB channels with its alpha channel ignored, as PNG bytes; ``None`` without alpha.
+
+    The EXIF orientation is applied first (as :func:`lpips_core.images.load_image` does), so the
+    result loads upright; load it with :func:`load_image` to get the pixels a loader that
+    discards transparency would compare (whatever colour the transparent pixels hide).
+    """
+    from PIL import ImageOps
+
+    with Image.open(io.BytesIO(data)) as im:
+        if "A" not in im.getbands() and "transparency" not in im.info:
+            return None
+        rgb = ImageOps.exif_transpose(im).convert("RGBA").convert("RGB")
+    buf = io.BytesIO()
+    rgb.save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def encode_like(img: np.ndarray, jpeg_file: bytes) -> np.ndarray | None:
+    """``img`` re-encoded with a JPEG file's own quantisation tables and chroma subsampling.
+
+    Args:
+        img: ``(H, W, 3)`` float in ``[0, 1]`` (rounded to 8 bits before encoding).
+        jpeg_file: the bytes of a JPEG file.
+
+    Returns:
+        ``(H, W, 3)`` float32 in ``[0, 1]``, the decoded re-encoding; ``None`` when ``jpeg_file``
+        is not a JPEG.
+    """
+    from PIL import JpegImagePlugin
+
+    with Image.open(io.BytesIO(jpeg_file)) as im:
+        if im.format != "JPEG":
+            return None
+        tables, sampling = dict(im.quantization), JpegImagePlugin.get_sampling(im)
+    buf = io.BytesIO()
+    u8 = np.rint(np.clip(np.asarray(img, dtype=np.float64), 0, 1) * _U8_MAX).astype(np.uint8)
+    opts = {"qtables": tables} | ({"subsampling": sampling} if sampling >= 0 else {})
+    Image.fromarray(u8).save(buf, format="JPEG", **opts)
+    with Image.open(buf) as out:
+        return np.asarray(out.convert("RGB"), dtype=np.float32) / np.float32(_U8_MAX)
