@@ -29,6 +29,8 @@ PAGES = [
             url_path="calibration_lab"),
     st.Page("app_pages/judge_it_yourself.py", title="Judge it yourself", icon=":material/how_to_vote:",
             url_path="judge_it_yourself"),
+    st.Page("app_pages/score_a_dataset.py", title="Score a dataset", icon=":material/dataset:",
+            url_path="score_a_dataset"),
 ]
 
 # Streamlit serves the default page at the root only ("/" ; its own url_path just has to be

@@ -1,0 +1,72 @@
+"""AppTest of the "Score a dataset" page on the built-in demo set: every number equals the library's."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from apptest_helpers import frame, ok, row
+from lpips_core.datasets import match_folders, parse_spec, score_pairs
+from lpips_core.datasets.demo import make_demo
+from lpips_core.datasets.methods import compare_methods
+
+PAGE = "app_pages/score_a_dataset.py"
+NAMES = tuple(parse_spec(m).name for m in ("mse", "psnr", "ssim", "lpips-alex"))
+LPIPS = NAMES[-1]
+
+
+@pytest.fixture(scope="module")
+def expected(tmp_path_factory):
+    """The demo set written afresh (bit for bit the page's) and scored by the library."""
+    demo = make_demo(tmp_path_factory.mktemp("demo"))
+    return {label: score_pairs(match_folders(demo.reference, folder), NAMES, workers=0)
+            for label, folder in demo.methods.items()}
+
+
+def test_demo_set_scores_equal_the_library(app, expected):
+    at = ok(app.run())
+    at = ok(at.switch_page(PAGE).run())
+    assert at.session_state["ds_metrics"] == list(NAMES)
+    at = ok(at.button(key="ds_score").click().run())
+
+    summary = frame(at, "ci95 high")
+    for label, res in expected.items():
+        for name in NAMES:
+            got = summary[(summary["method"] == label) & (summary["metric"] == name)].iloc[0]
+            want = res.summary["metrics"][name]
+            assert got["n"] == want["n"] == 12
+            assert got["mean"] == pytest.approx(want["mean"], rel=1e-12)
+            assert got["std"] == pytest.approx(want["std"], rel=1e-12)
+            assert [got["ci95 low"], got["ci95 high"]] == pytest.approx(want["ci95"], rel=1e-12)
+
+    pairs = frame(at, "error_kind")
+    assert len(pairs) == 24
+    for label, res in expected.items():
+        for r in res.rows:
+            got = pairs[(pairs["method"] == label) & (pairs["key"] == r["key"])].iloc[0]
+            assert [got[n] for n in NAMES] == pytest.approx([r[n] for n in NAMES], rel=1e-9)
+
+    a, b = expected
+    comp = compare_methods(expected[a].rows, expected[b].rows, NAMES, labels=(a, b))
+    versus = frame(at, "mean difference (A − B)")
+    for c in comp:
+        got = row(versus, "metric", c["metric"])
+        assert got["mean difference (A − B)"] == pytest.approx(c["diff"], rel=1e-12)
+        assert [got["ci95 low"], got["ci95 high"]] == pytest.approx(c["ci95"], rel=1e-12)
+    # the demo's point: pixel metrics prefer the blur, LPIPS the shifted noisy copy
+    assert list(versus["better"]) == [a, a, a, b]
+    assert any("disagree" in w.value for w in at.warning)
+
+    charts = at.get("plotly_chart")
+    assert len(charts) == 1 + 10  # the distributions and the ten worst pairs' maps
+    worst = sorted((r[LPIPS], label, r["key"]) for label, res in expected.items() for r in res.rows)[::-1][:10]
+    titles = [json.loads(c.proto.spec)["layout"]["title"]["text"] for c in charts[1:]]
+    want = [f"{label} · {key} · {v:.4f}" for v, label, key in worst]
+    assert titles == want[0::2] + want[1::2]  # two columns: the left one's maps come first
+
+    # explain: the mean of method A under LPIPS-Alex is found first, at distance ~0
+    at.number_input(key="ds_reported").set_value(expected[a].summary["metrics"][LPIPS]["mean"])
+    at = ok(at.button(key="ds_explain_go").click().run())
+    top = frame(at, "holds_reported").iloc[0]
+    assert top["config"] == LPIPS and top["distance"] < 1e-6
