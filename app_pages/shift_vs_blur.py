@@ -1,4 +1,9 @@
-"""Shift vs blur: pixel metrics punish a shift and forgive a blur; deep features disagree."""
+"""Shift vs blur: pixel metrics punish a shift and forgive a blur; deep features disagree.
+
+The answer comes first (the current copies' numbers, one shared-axis chart of each metric's
+shift-to-blur ratio, the verdict); the sweeps behind the curves and the per-layer "why" follow,
+from :func:`lpips_core.shift_blur.sweep` (cached in memory and on disk, keyed by content).
+"""
 
 from __future__ import annotations
 
@@ -8,14 +13,18 @@ import streamlit as st
 
 import ui
 from lpips_core import metrics, synth
-from lpips_core.distortions import gaussian_blur, kernel_blur, shift
-from lpips_core.figures.lessons import EXTRA_ROWS, METRIC_ROWS, pixel_grid, sweep_curves
-from lpips_core.sweeps import lpips_many, metric_many
+from lpips_core.distortions import kernel_blur, shift
+from lpips_core.figures.lessons import (EXTRA_ROWS, METRIC_ROWS, layer_maps_by_shift, layer_ratio_curves, pixel_grid,
+                                        shift_blur_ratios, sweep_curves)
+from lpips_core.figures.maps import abs_difference
+from lpips_core.shift_blur import SHIFT_BOUNDARY, distorted, sweep
+from lpips_core.sweeps import metric_many
 
 SHIFTS = tuple(float(s) for s in range(9))                 # px, the shift curve's points
 SIGMAS = tuple(float(s) for s in np.arange(0.0, 3.01, 0.5))  # px, the blur curve's points
+MAP_SHIFTS = (1.0, 2.0, 4.0, 8.0)                            # px, the shifts whose layer maps the "why" shows
 LESSON_NETS = ("alex", "vgg")
-SHIFT_BOUNDARY = "reflect"
+LPIPS = "lpips"  # the registry's name of the metric this page's LPIPS rows use
 
 
 # --------------------------------------------------------------------------- cached work
@@ -37,159 +46,190 @@ def stripes_lesson() -> dict:
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
-def distorted(ref: np.ndarray, kind: str, value: float) -> np.ndarray:
-    if value == 0:
-        return ref
-    if kind == "shift":
-        return shift(ref, value, boundary=SHIFT_BOUNDARY)
-    return gaussian_blur(ref, value)
+def copy_of(ref: np.ndarray, kind: str, value: float) -> np.ndarray:
+    return distorted(ref, kind, value)
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
 def classic(ref: np.ndarray, kind: str, value: float) -> dict[str, float]:
-    img = distorted(ref, kind, value)
+    img = copy_of(ref, kind, value)
     return {"MSE": metrics.mse(ref, img), "PSNR (dB)": metrics.psnr(ref, img), "SSIM": metrics.ssim(ref, img)}
 
 
-@st.cache_data(show_spinner=False, max_entries=16)
-def lpips_curve(ref: np.ndarray, kind: str, values: tuple[float, ...], net: str, version: str, lin: bool,
-                _model) -> list[float]:
-    """LPIPS for every point of one curve: the distorted images in one batch (0 needs no pass)."""
-    todo = [v for v in values if v != 0]
-    out = dict.fromkeys(values, 0.0)
+@st.cache_data(show_spinner=False, max_entries=64)
+def pair_scores(ref: np.ndarray, s: float, sigma: float, metric: str, config: tuple, _model) -> tuple[float, float]:
+    """The shifted and the blurred copy's distances, in one batch (an unchanged copy scores 0 without
+    a pass); cached by content, the two values and ``config`` (the model's identity: the model is not hashed)."""
+    todo = [(k, v) for k, v in (("shift", s), ("blur", sigma)) if v != 0]
+    out = {"shift": 0.0, "blur": 0.0}
     if todo:
-        res = lpips_many(_model, ref, [distorted(ref, kind, v) for v in todo])
-        out.update(zip(todo, (float(t) for t in res.total)))
-    return [out[v] for v in values]
-
-
-def lpips_at(ref, kind: str, value: float, grid: tuple[float, ...], net: str, model) -> float:
-    """The current slider value: read off the cached curve, or one forward pass when off the grid."""
-    cfg = ui.app_config()
-    if value in grid:
-        return lpips_curve(ref, kind, grid, net, cfg.version, cfg.lin, model)[grid.index(value)]
-    return lpips_curve(ref, kind, (value,), net, cfg.version, cfg.lin, model)[0]
+        res = metric_many(_model, ref, [copy_of(ref, k, v) for k, v in todo], metric=metric)
+        out.update(zip((k for k, _ in todo), (float(t) for t in res.total)))
+    return out["shift"], out["blur"]
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
-def successor_curve(ref: np.ndarray, kind: str, values: tuple[float, ...], metric: str, net: str,
-                    _model) -> list[float]:
-    """A successor metric (ST-LPIPS, DISTS) for every point of one curve, in one batch; cached by
-    the image's content, the curve, the metric and its net (the model itself is not hashed)."""
-    todo = [v for v in values if v != 0]
-    out = dict.fromkeys(values, 0.0)
-    if todo:
-        res = metric_many(_model, ref, [distorted(ref, kind, v) for v in todo], metric=metric)
-        out.update(zip(todo, (float(t) for t in res.total)))
-    return [out[v] for v in values]
+def curve(ref: np.ndarray, kind: str, values: tuple[float, ...], metric: str, config: tuple, _model,
+          maps_at: tuple[float, ...] = ()) -> dict:
+    """:func:`lpips_core.shift_blur.sweep` (disk-cached), also cached in memory per session server."""
+    return sweep(_model, ref, kind, values, metric=metric, maps_at=maps_at)
 
 
-def successor_at(ref, kind: str, value: float, grid: tuple[float, ...], metric: str, net: str, model) -> float:
-    """The current slider value of a successor: off the cached curve, or one pass when off the grid."""
-    if value in grid:
-        return successor_curve(ref, kind, grid, metric, net, model)[grid.index(value)]
-    return successor_curve(ref, kind, (value,), metric, net, model)[0]
+def section(title: str, present: bool):
+    """In the presentation view a collapsed expander (below the one-screen answer); otherwise a subheader."""
+    if present:
+        return st.expander(title)
+    st.subheader(title)
+    return st.container()
 
 
-# --------------------------------------------------------------------------- page
+# --------------------------------------------------------------------------- the answer, on one screen
 st.title("Shift vs blur")
+present = st.toggle("Presentation view (the answer on one 1024×768 screen; details folded below)", value=True,
+                    key="svb_present")
 st.markdown(
     "A one-pixel shift looks like nothing to a person; a blur is plainly visible. "
     "Pixel metrics see it the other way round. Deep features, and so LPIPS, get much closer to what we see."
 )
-
-st.subheader("The 8×8 stripes")
-lesson = stripes_lesson()
-mse_shift, mse_blur = (r["MSE"] for r in lesson["rows"])
-st.markdown(
-    "Every row of the reference reads `0 0 1 1 0 0 1 1`. One copy is shifted right by one pixel "
-    "(wrapping around), the other blurred with the kernel ¼[1 2 1] (wrapping around)."
-)
-st.plotly_chart(pixel_grid({"reference": lesson["reference"], **lesson["copies"]}), key="svb_stripes_fig")
-st.dataframe(pd.DataFrame(lesson["rows"]), hide_index=True, key="svb_stripes_table",
-             column_config={"MSE": st.column_config.NumberColumn(format="%.4f"),
-                            "PSNR (dB)": st.column_config.NumberColumn(format="%.2f")})
-st.markdown(
-    f"Pixel MSE calls the blurred copy **{mse_shift / mse_blur:g}×** closer "
-    f"({mse_shift:g} / {mse_blur:g}), the opposite of what we see. "
-    "(LPIPS needs more pixels than 8×8, so the question moves to a real image below.)"
-)
-
-st.subheader("The same question on a real image")
 ref, ref_name = ui.reference()
 cfg = ui.app_config()
-st.caption(f"Reference: {ui.md_escape(ref_name)} · {ref.shape[0]}×{ref.shape[1]} px · "
-           f"LPIPS: v{cfg.version}, {'lin' if cfg.lin else 'baseline'} (sidebar) · shift boundary: {SHIFT_BOUNDARY}")
+H, W = ref.shape[:2]
+st.caption(f"Reference: {ui.md_escape(ref_name)} · {H}×{W} px · "
+           f"LPIPS: v{cfg.version}, {'lin' if cfg.lin else 'baseline'}, sidebar backbone "
+           f"{ui.NET_LABELS[cfg.net]} · shift boundary: {SHIFT_BOUNDARY}")
 c1, c2 = st.columns(2)
-s = float(c1.slider("Shift (px, to the right)", 0, 8, 2, 1, key="svb_shift"))
+s = float(c1.slider("Shift (px, to the right)", 0, 8, 1, 1, key="svb_shift"))
 sigma = float(c2.slider("Blur σ (px)", 0.0, 3.0, 1.5, 0.25, key="svb_blur"))
 
-shifted, blurred = distorted(ref, "shift", s), distorted(ref, "blur", sigma)
-i1, i2, i3 = st.columns(3)
-i1.image(ref, caption="reference", clamp=True, width="stretch")
-i2.image(shifted, caption=f"shifted {s:g} px", clamp=True, width="stretch")
-i3.image(blurred, caption=f"blurred σ = {sigma:g}", clamp=True, width="stretch")
+shifted, blurred = copy_of(ref, "shift", s), copy_of(ref, "blur", sigma)
+(d_shift, g_shift), (d_blur, g_blur) = abs_difference(shifted, ref), abs_difference(blurred, ref)
+for col, img, cap in zip(st.columns(5), (ref, shifted, blurred, d_shift, d_blur),
+                         ("reference", f"shifted {s:g} px", f"blurred σ = {sigma:g}",
+                          f"|shifted − ref| ×{g_shift:.1f}", f"|blurred − ref| ×{g_blur:.1f}")):
+    col.image(img, caption=cap, clamp=True, width="stretch")
 
-models = {net: ui.get_model(net) for net in LESSON_NETS}
+nets = list(dict.fromkeys((cfg.net, *LESSON_NETS)))  # the sidebar's backbone first
+models = {net: ui.get_model(net) for net in nets}
 models = {net: m for net, m in models.items() if m is not None}
+lpips_name = {net: f"LPIPS · {ui.NET_LABELS[net]}" for net in models}
 chosen = ui.successor_picker("svb_successors")
 succ_models = {sid: m for sid, m in ui.successor_models(chosen).items() if m is not None}
+succ_name = {sid: ui.successor_label(sid) for sid in succ_models}
 
-rows = {name: [classic(ref, "shift", s)[name], classic(ref, "blur", sigma)[name]]
-        for name in ("MSE", "PSNR (dB)", "SSIM")}
-with st.spinner("Running the sweeps through the networks (once per reference)…"):
-    curves_shift = {net: lpips_curve(ref, "shift", SHIFTS, net, cfg.version, cfg.lin, m) for net, m in models.items()}
-    curves_blur = {net: lpips_curve(ref, "blur", SIGMAS, net, cfg.version, cfg.lin, m) for net, m in models.items()}
-    for net, m in models.items():
-        rows[f"LPIPS · {ui.NET_LABELS[net]}"] = [lpips_at(ref, "shift", s, SHIFTS, net, m),
-                                                 lpips_at(ref, "blur", sigma, SIGMAS, net, m)]
-succ_shift: dict[str, list[float]] = {}
-succ_blur: dict[str, list[float]] = {}
-if succ_models:
-    with st.spinner("Running the successor metrics' sweeps (once per reference)…"):
-        for sid, m in succ_models.items():
-            metric, net = ui.SUCCESSORS[sid]
-            name = ui.successor_label(sid)
-            succ_shift[name] = successor_curve(ref, "shift", SHIFTS, metric, net, m)
-            succ_blur[name] = successor_curve(ref, "blur", SIGMAS, metric, net, m)
-            rows[name] = [successor_at(ref, "shift", s, SHIFTS, metric, net, m),
-                          successor_at(ref, "blur", sigma, SIGMAS, metric, net, m)]
+rows = {name: [classic(ref, "shift", s)[name], classic(ref, "blur", sigma)[name]] for name in ("MSE", "PSNR (dB)", "SSIM")}
+for net, m in models.items():
+    rows[lpips_name[net]] = list(pair_scores(ref, s, sigma, LPIPS, (net, cfg.version, cfg.lin), m))
+for sid, m in succ_models.items():
+    metric, net = ui.SUCCESSORS[sid]
+    rows[succ_name[sid]] = list(pair_scores(ref, s, sigma, metric, (net,), m))
 
-table = pd.DataFrame({"metric": list(rows), f"shifted {s:g} px": [v[0] for v in rows.values()],
-                      f"blurred σ = {sigma:g}": [v[1] for v in rows.values()]})
-st.dataframe(table, hide_index=True, key="svb_current_table")
+highlight = lpips_name.get(cfg.net)
+ratios = {"MSE": rows["MSE"][0] / rows["MSE"][1] if rows["MSE"][1] > 0 else float("nan"),
+          "1 − SSIM": (1 - rows["SSIM"][0]) / (1 - rows["SSIM"][1]) if rows["SSIM"][1] < 1 else float("nan")}
+ratios.update({name: rows[name][0] / rows[name][1] if rows[name][1] > 0 else float("nan")
+               for name in (*lpips_name.values(), *succ_name.values())})
 
+left, right = st.columns([3, 2])
+if any(np.isfinite(v) and v > 0 for v in ratios.values()):
+    left.plotly_chart(shift_blur_ratios(ratios, highlight=highlight, height=70 + 24 * len(ratios)), key="svb_ratio")
+else:
+    left.info("Move both sliders off 0 to compare the two copies.")
 parts = [ui.verdict("MSE", *rows["MSE"]), ui.verdict("SSIM", *rows["SSIM"], higher_is_better=True)]
-parts += [ui.verdict(name, *vals) for name, vals in rows.items() if name.startswith("LPIPS")]
-parts += [ui.verdict(name, *rows[name]) for name in succ_shift]
-st.markdown(f"**Verdict at a {s:g} px shift and σ = {sigma:g}:** " + "; ".join(parts) + ".")
-if succ_shift:
-    shares = [f"{name} {rows[name][0] / rows[name][1]:.0%}" for name in rows
-              if (name.startswith("LPIPS") or name in succ_shift) and rows[name][1] > 0]
-    if shares:
-        st.markdown("**The shift as a share of the blur** (the shifted copy's distance over the blurred copy's; "
-                    "the smaller, the more a metric forgives the shift): " + ", ".join(shares) + ".")
+for net in models:
+    text = ui.verdict(lpips_name[net], *rows[lpips_name[net]])
+    parts.append(f"**{text} (the sidebar's backbone)**" if net == cfg.net else text)
+parts += [ui.verdict(name, *rows[name]) for name in succ_name.values()]
+right.markdown(f"**Verdict at a {s:g} px shift and σ = {sigma:g}:** " + "; ".join(parts) + ".")
+if cfg.net not in models:
+    right.caption(f"The sidebar's backbone ({ui.NET_LABELS[cfg.net]}) is unavailable here; the others are shown.")
 if not models:
     st.info("No LPIPS backbone is available, so only the pixel metrics are shown.")
 
-series_shift = {name: [classic(ref, "shift", v)[name] for v in SHIFTS] for name in ("MSE", "PSNR (dB)", "SSIM")}
-series_blur = {name: [classic(ref, "blur", v)[name] for v in SIGMAS] for name in ("MSE", "PSNR (dB)", "SSIM")}
-for net in models:
-    series_shift[f"LPIPS · {ui.NET_LABELS[net]}"] = curves_shift[net]
-    series_blur[f"LPIPS · {ui.NET_LABELS[net]}"] = curves_blur[net]
-for name in succ_shift:
-    series_shift[name] = succ_shift[name]
-    series_blur[name] = succ_blur[name]
-extra_rows = tuple(r for r in EXTRA_ROWS if any(name.startswith(r) for name in succ_shift))
-st.plotly_chart(
-    sweep_curves({"shift (px)": (SHIFTS, series_shift), "blur σ (px)": (SIGMAS, series_blur)},
-                 markers={"shift (px)": s, "blur σ (px)": sigma},
-                 rows=METRIC_ROWS + extra_rows if extra_rows else None),
-    key="svb_curves",
+table = pd.DataFrame({"metric": list(rows), f"shifted {s:g} px": [v[0] for v in rows.values()],
+                      f"blurred σ = {sigma:g}": [v[1] for v in rows.values()]})
+with section("The numbers", present):
+    st.dataframe(table, hide_index=True, key="svb_current_table")
+    st.caption("Bars: each metric's distance of the shifted copy over the blurred copy's, on one log axis "
+               "(SSIM as 1 − SSIM); below 1 the metric forgives the shift. Red: the sidebar's backbone.")
+    shares = [f"{name} {rows[name][0] / rows[name][1]:.0%}" for name in (*lpips_name.values(), *succ_name.values())
+              if rows[name][1] > 0]
+    if shares:
+        st.markdown("**The shift as a share of the blur** (the shifted copy's distance over the blurred copy's; "
+                    "the smaller, the more a metric forgives the shift): " + ", ".join(shares) + ".")
+
+# --------------------------------------------------------------------------- why, and the details
+why = section("Why deep features forgive a shift", present)
+why.markdown(
+    "Each layer of the network pools and strides: AlexNet's first layer already samples every 4th pixel, "
+    "and every later layer sees a wider neighbourhood (its receptive field grows with depth). A feature "
+    "that summarises a 100-pixel patch hardly changes when the patch moves by one pixel, while a "
+    "blur removes the fine detail every layer was tuned to. LPIPS adds up one term per layer; below, "
+    f"each layer's term (for {ui.NET_LABELS[cfg.net] if cfg.net in models else 'the first available backbone'}) "
+    "as the shift grows, first as maps on one colour scale, then as a multiple of the same layer's term for the blur."
 )
-st.caption("PSNR of an unchanged image is infinite, so its curves start at the first distorted point. "
-           "Each LPIPS curve is one batch through the network; the reference's features are computed once.")
-if succ_shift:
-    st.caption("ST-LPIPS is LPIPS on an anti-aliased network retrained on the same judgments; DISTS compares "
-               "VGG16 feature statistics (texture) and correlations (structure). Each curve is one batch; an "
-               "unchanged image scores 0 without a forward pass.")
+why_slot = why.empty()
+stripes_slot = section("The 8×8 stripes: why pixel metrics get it backwards", present)
+curves_slot = section("The curves: every metric against the shift and the blur (shared y-axes)", present)
+
+with stripes_slot:
+    lesson = stripes_lesson()
+    mse_shift, mse_blur = (r["MSE"] for r in lesson["rows"])
+    st.markdown("Every row of the reference reads `0 0 1 1 0 0 1 1`. One copy is shifted right by one pixel "
+                "(wrapping around), the other blurred with the kernel ¼[1 2 1] (wrapping around).")
+    st.plotly_chart(pixel_grid({"reference": lesson["reference"], **lesson["copies"]}), key="svb_stripes_fig")
+    st.dataframe(pd.DataFrame(lesson["rows"]), hide_index=True, key="svb_stripes_table",
+                 column_config={"MSE": st.column_config.NumberColumn(format="%.4f"),
+                                "PSNR (dB)": st.column_config.NumberColumn(format="%.2f")})
+    st.markdown(f"Pixel MSE calls the blurred copy **{mse_shift / mse_blur:g}×** closer "
+                f"({mse_shift:g} / {mse_blur:g}), the opposite of what we see. "
+                "(LPIPS needs more pixels than 8×8, so the question moves to the real image above.)")
+
+why_net = next(iter(models), None)
+if why_net is not None:
+    with why_slot.container():
+        m = models[why_net]
+        key = (why_net, cfg.version, cfg.lin)
+        with st.spinner("Each layer's maps for the shifts…"):
+            sh = curve(ref, "shift", SHIFTS, LPIPS, key, m, maps_at=MAP_SHIFTS)
+            bl = curve(ref, "blur", (sigma,), LPIPS, key, m, maps_at=(sigma,) if sigma else ())
+        names = sh["layer_names"]
+        rows_maps = {f"shift {v:g} px": sh["maps"][k] for k, v in enumerate(MAP_SHIFTS)}
+        if bl["maps"] is not None:
+            rows_maps[f"blur σ = {sigma:g}"] = bl["maps"][0]
+        st.plotly_chart(layer_maps_by_shift(rows_maps, names), key="svb_why_maps")
+        blur_terms = bl["per_layer"][0]
+        if sigma > 0 and np.all(blur_terms > 0):
+            idx = [SHIFTS.index(v) for v in SHIFTS if v > 0]
+            per = np.asarray(sh["per_layer"])[idx]
+            st.plotly_chart(layer_ratio_curves([SHIFTS[i] for i in idx], per, blur_terms, names,
+                                               blur_label=f"blur σ = {sigma:g}"), key="svb_why_ratio")
+            one = per[0] / blur_terms
+            st.caption(f"At a 1 px shift: {names[int(np.argmax(one))]} finds the shift {one.max():.2g}× the blur, "
+                       f"{names[int(np.argmin(one))]} only {one.min():.2g}× (term ratios, {ui.NET_LABELS[why_net]}).")
+
+with curves_slot:
+    with st.spinner("Running the sweeps through the networks (once per reference; cached on disk)…"):
+        series_shift = {name: [classic(ref, "shift", v)[name] for v in SHIFTS] for name in ("MSE", "PSNR (dB)", "SSIM")}
+        series_blur = {name: [classic(ref, "blur", v)[name] for v in SIGMAS] for name in ("MSE", "PSNR (dB)", "SSIM")}
+        for net, m in models.items():
+            key = (net, cfg.version, cfg.lin)
+            maps_at = MAP_SHIFTS if net == why_net else ()  # the same call as the "why" figure: one sweep
+            series_shift[lpips_name[net]] = curve(ref, "shift", SHIFTS, LPIPS, key, m, maps_at=maps_at)["total"]
+            series_blur[lpips_name[net]] = curve(ref, "blur", SIGMAS, LPIPS, key, m)["total"]
+        for sid, m in succ_models.items():
+            metric, net = ui.SUCCESSORS[sid]
+            series_shift[succ_name[sid]] = curve(ref, "shift", SHIFTS, metric, (net,), m)["total"]
+            series_blur[succ_name[sid]] = curve(ref, "blur", SIGMAS, metric, (net,), m)["total"]
+    extra_rows = tuple(r for r in EXTRA_ROWS if any(name.startswith(r) for name in succ_name.values()))
+    st.plotly_chart(
+        sweep_curves({"shift (px)": (SHIFTS, series_shift), "blur σ (px)": (SIGMAS, series_blur)},
+                     markers={"shift (px)": s, "blur σ (px)": sigma},
+                     rows=METRIC_ROWS + extra_rows if extra_rows else None, shared_y=True),
+        key="svb_curves",
+    )
+    st.caption("Each row's shift and blur panels share one y-axis, so the two can be compared by eye. "
+               "PSNR of an unchanged image is infinite, so its curves start at the first distorted point. "
+               "Each curve is one batch through the network; the reference's features are computed once.")
+    if succ_name:
+        st.caption("ST-LPIPS is LPIPS on an anti-aliased network retrained on the same judgments; DISTS compares "
+                   "VGG16 feature statistics (texture) and correlations (structure).")

@@ -1,0 +1,170 @@
+"""The Shift-vs-blur lesson's computations: a metric along a shift or blur sweep, cached on disk.
+
+A sweep runs the distorted copies of one reference through a learned metric in one batch
+(:func:`lpips_core.sweeps.metric_many`) and keeps the totals, the per-layer terms and, on
+request, each layer's distance map block-averaged to a small grid. Results are cached on disk
+under ``~/.cache/lpips_explorer/sweeps`` (``LPIPS_EXPLORER_SWEEP_CACHE`` overrides; ``"off"``
+disables), keyed by the reference's content, the sweep, the model (metric, net, version, lin,
+weights provenance) and the library version with a hash of the sources the numbers depend on,
+so a changed library or model never reads a stale entry. No Streamlit here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from functools import lru_cache
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from .distortions import gaussian_blur, shift
+from .figures.lessons import block_mean
+from .sweeps import metric_many
+
+__all__ = ["KINDS", "SHIFT_BOUNDARY", "cache_dir", "distorted", "library_hash", "sweep"]
+
+#: The two distortions of the lesson: a shift (px, to the right) and a Gaussian blur (σ, px).
+KINDS = ("shift", "blur")
+#: How the shift fills the uncovered column.
+SHIFT_BOUNDARY = "reflect"
+_MAP_SIDE = 48
+
+
+def distorted(ref: np.ndarray, kind: str, value: float) -> np.ndarray:
+    """``ref`` (``(H, W, 3)`` in ``[0, 1]``) shifted right by ``value`` px (reflect boundary) or
+    blurred with σ = ``value`` px; ``value == 0`` returns ``ref`` itself."""
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+    if value == 0:
+        return ref
+    return shift(ref, value, boundary=SHIFT_BOUNDARY) if kind == "shift" else gaussian_blur(ref, value)
+
+
+#: The ``lpips_core`` files a sweep's numbers depend on (their content is the "library version").
+_NUMERIC_SOURCES = ("__init__.py", "backbones.py", "conventions.py", "distortions.py", "dists.py", "metric_registry.py",
+                    "model.py", "protocol.py", "shift_blur.py", "stlpips.py", "sweeps.py", "weights.py",
+                    "figures/lessons.py")
+
+
+@lru_cache(maxsize=1)
+def library_hash() -> str:
+    """A hash of the library's version and of the sources the numbers depend on (:data:`_NUMERIC_SOURCES`)."""
+    from . import __version__
+
+    h = hashlib.blake2b(__version__.encode(), digest_size=12)
+    root = Path(__file__).resolve().parent
+    for name in _NUMERIC_SOURCES:
+        h.update(name.encode())
+        h.update((root / name).read_bytes())
+    return h.hexdigest()
+
+
+def cache_dir() -> Path | None:
+    """Where sweeps are cached (``None`` when ``LPIPS_EXPLORER_SWEEP_CACHE=off``)."""
+    env = os.environ.get("LPIPS_EXPLORER_SWEEP_CACHE", "")
+    if env.lower() == "off":
+        return None
+    return Path(env) if env else Path.home() / ".cache" / "lpips_explorer" / "sweeps"
+
+
+def _key(ref: np.ndarray, kind: str, values: Sequence[float], metric: str, model, maps_at: Sequence[float]) -> str:
+    h = hashlib.blake2b(digest_size=20)
+    ref = np.ascontiguousarray(ref, dtype=np.float32)
+    h.update(repr(ref.shape).encode())
+    h.update(ref.tobytes())
+    desc = {"kind": kind, "values": [float(v) for v in values], "maps_at": [float(v) for v in maps_at],
+            "metric": metric, "net": getattr(model, "net", None), "version": getattr(model, "version", None),
+            "lin": getattr(model, "channel_weights", None) is not None, "weights": str(getattr(model, "weights", "")),
+            "lib": library_hash(), "map_side": _MAP_SIDE, "boundary": SHIFT_BOUNDARY}
+    h.update(json.dumps(desc, sort_keys=True).encode())
+    return h.hexdigest()
+
+
+def _load(path: Path) -> dict | None:
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            return {"total": z["total"].astype(np.float64).tolist(), "per_layer": z["per_layer"].astype(np.float64),
+                    "layer_names": [str(s) for s in z["layer_names"]],
+                    "maps": z["maps"] if z["maps"].size else None}
+    except (OSError, KeyError, ValueError):
+        return None
+
+
+def _save(path: Path, out: dict) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".npz")
+        with os.fdopen(fd, "wb") as f:
+            np.savez(f, total=np.asarray(out["total"]), per_layer=out["per_layer"],
+                     layer_names=np.asarray(out["layer_names"]),
+                     maps=out["maps"] if out["maps"] is not None else np.zeros((0,)))
+        os.replace(tmp, path)  # atomic: a reader never sees half a file
+    except OSError:
+        pass  # a read-only home only costs the speed-up
+
+
+def sweep(
+    model,
+    ref: np.ndarray,
+    kind: str,
+    values: Sequence[float],
+    *,
+    metric: str,
+    maps_at: Sequence[float] = (),
+    use_disk: bool = True,
+) -> dict:
+    """``metric`` between ``ref`` and each of its ``kind``-distorted copies at ``values``.
+
+    Args:
+        model: the metric's model (:func:`lpips_core.metric_registry.build`).
+        ref: ``(H, W, 3)`` float array in ``[0, 1]``.
+        kind: ``"shift"`` or ``"blur"``; ``values`` in px (0 = the reference itself, scored 0
+            without a forward pass).
+        maps_at: values (a subset of ``values``, none 0) whose per-layer distance maps to keep,
+            block-averaged to at most 48 cells a side (the metric must have maps).
+        use_disk: read and write the on-disk cache (:func:`cache_dir`).
+
+    Returns:
+        ``{"total": [len(values)] floats, "per_layer": (len(values), L) float64, "layer_names": [L],
+        "maps": (len(maps_at), L, h, w) float64 or None}``; rows for value 0 are zeros.
+
+    Raises:
+        ValueError: unknown kind, no values, or a ``maps_at`` value not among the non-zero ``values``.
+    """
+    values = [float(v) for v in values]
+    if not values:
+        raise ValueError("sweep needs at least one value")
+    maps_at = [float(v) for v in maps_at]
+    todo = [v for v in values if v != 0]
+    bad = [v for v in maps_at if v not in todo]
+    if bad:
+        raise ValueError(f"maps_at {bad} must be non-zero members of values {values}")
+    folder = cache_dir() if use_disk else None
+    path = folder / f"{_key(ref, kind, values, metric, model, maps_at)}.npz" if folder else None
+    if path is not None and path.exists():
+        hit = _load(path)
+        if hit is not None:
+            return hit
+    names = list(getattr(model, "layer_names", ()))
+    total = dict.fromkeys(values, 0.0)
+    per_layer = np.zeros((len(values), len(names)))
+    maps = None
+    if todo:
+        res = metric_many(model, ref, [distorted(ref, kind, v) for v in todo], metric=metric, spatial=bool(maps_at))
+        names = list(res.layer_names)
+        per_layer = np.zeros((len(values), len(names)))
+        rows = res.per_layer.double().cpu().numpy()
+        for v, t, r in zip(todo, res.total.tolist(), rows):
+            total[v] = float(t)
+            per_layer[values.index(v)] = r
+        if maps_at:
+            full = res.layer_maps.double().cpu().numpy()
+            maps = np.stack([block_mean(full[todo.index(v)], _MAP_SIDE) for v in maps_at])
+    out = {"total": [total[v] for v in values], "per_layer": per_layer, "layer_names": names, "maps": maps}
+    if path is not None:
+        _save(path, out)
+    return out
