@@ -11,10 +11,12 @@ import streamlit as st
 import ui
 from lpips_core.conventions import RESIZE_METHODS
 from lpips_core.diagnostics import (
+    NATIVE_MAX_SIDE,
+    SIZE_POLICY,
     Diagnosis,
     build_report,
     demo_pair,
-    diagnose,
+    diagnose_files,
     library_versions,
     report_json,
 )
@@ -25,32 +27,25 @@ ICONS = {"ok": ":material/check_circle:", "warning": ":material/warning:", "info
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
-def load(data: bytes, name: str, max_side: int, min_side: int, black: bool = False) -> LoadedImage | str:
+def load(data: bytes, name: str, max_side: int, min_side: int) -> LoadedImage | str:
     """The file through the hardened loader; the loader's message (a ``str``) when it refuses it."""
     src = io.BytesIO(data)
     src.name = name
     try:
-        return load_image(src, max_side=max_side, min_side=min_side,
-                          background=(0.0, 0.0, 0.0) if black else (1.0, 1.0, 1.0))
+        return load_image(src, max_side=max_side, min_side=min_side)
     except ImageLoadError as exc:
         return str(exc)
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
-def run(ref_data: bytes, ref_name: str, test_data: bytes, test_name: str, max_side: int, method: str,
-        net: str, version: str, lin: bool, _model) -> Diagnosis | str:
-    min_side = min_side_for(net)
-    ref = load(ref_data, ref_name, max_side, min_side)
-    test = load(test_data, test_name, max_side, min_side)
-    for which, item in (("Reference", ref), ("Test image", test)):
-        if isinstance(item, str):
-            return f"{which}: {item}"
-    ref_black = load(ref_data, ref_name, max_side, min_side, True) if ref.had_alpha else None
-    test_black = load(test_data, test_name, max_side, min_side, True) if test.had_alpha else None
+def run(ref_data: bytes, ref_name: str, test_data: bytes, test_name: str, resolution: str, working_side: int,
+        method: str, net: str, version: str, lin: bool, _model) -> Diagnosis | str:
+    """:func:`diagnose_files` on the two files as uploaded; the reason (a ``str``) when it cannot run."""
     try:
-        return diagnose(_model, ref, test, method=method,
-                        reference_on_black=None if ref_black is None else ref_black.array,
-                        test_on_black=None if test_black is None else test_black.array)
+        return diagnose_files(_model, ref_data, test_data, reference_name=ref_name, test_name=test_name,
+                              resolution=resolution, working_side=working_side, method=method)
+    except ImageLoadError as exc:
+        return str(exc)
     except ValueError as exc:  # e.g. an image the backbone cannot take even after upscaling
         return f"The pair could not be scored: {exc}"
 
@@ -58,8 +53,9 @@ def run(ref_data: bytes, ref_name: str, test_data: bytes, test_name: str, max_si
 st.title("Debug a score")
 st.markdown(
     "An LPIPS value depends on more than the two pictures: their sizes, how they were decoded, their "
-    "alignment and compression. Upload a reference and a test image; each check below says what it found "
-    "and what it does to the score."
+    "alignment and compression. Upload a reference and a test image: they are scored as uploaded, at their "
+    "own resolution, and every check runs on the files themselves. The summary ranks what each check found "
+    "by how much it changes the score."
 )
 cfg = ui.app_config()
 max_side = ui.working_side()
@@ -88,22 +84,45 @@ else:
     test_data = demo_pair(base.array, dx=shift_px, dy=shift_px * 2 / 3, quality=quality)[1]
     test_name = f"demo (reference shifted {shift_px:g} px right, {shift_px * 2 / 3:.2g} px down, JPEG q{quality})"
 
-method = st.selectbox("When the sizes differ, resize the test image with", RESIZE_METHODS, key="dbg_method")
+o1, o2 = st.columns(2)
+resolution = o1.radio(
+    "Score at", ("native", "working"), key="dbg_resolution", horizontal=True,
+    format_func=lambda r: "the files' own size" if r == "native" else f"the working size ({max_side} px)")
+method = o2.selectbox("When the sizes differ, resize the test image with", RESIZE_METHODS, key="dbg_method")
+st.caption(f"When the two files differ in size, {SIZE_POLICY}. At the files' own size the longer side is capped "
+           f"at {NATIVE_MAX_SIDE} px (larger files are downscaled, with a notice) so VGG16 answers within seconds "
+           f"on a CPU; the working size is the sidebar's ({max_side} px).")
 model = ui.get_model()
 if model is None:
     st.stop()
 with st.spinner("Running the checks…"):
-    diag = run(ref_data, ref_name, test_data, test_name, max_side, method, cfg.net, cfg.version, cfg.lin, model)
+    diag = run(ref_data, ref_name, test_data, test_name, resolution, max_side, method, cfg.net, cfg.version,
+               cfg.lin, model)
 if isinstance(diag, str):
     st.error(ui.md_escape(diag))
     st.stop()
 
-st.subheader("The score")
+size = diag.native_size
+(rh, rw), (th, tw), (sh, sw) = size["reference_hw"], size["test_hw"], size["scored_hw"]
+st.subheader("What moves this score, largest first")
 m = st.columns(4)
 m[0].metric(f"LPIPS ({ui.NET_LABELS[cfg.net]})", f"{diag.score:.4f}")
 m[1].metric("MSE", f"{diag.classic['mse']:.5f}")
 m[2].metric("PSNR (dB)", ui.fmt(diag.classic["psnr"], 2))
 m[3].metric("SSIM", "n/a" if not math.isfinite(diag.classic["ssim"]) else f"{diag.classic['ssim']:.4f}")
+st.caption(f"Scored at {sh}×{sw} px (H×W); the reference file is {rh}×{rw} px, the test file {th}×{tw} px. "
+           "Offsets are in the reference file's pixels.")
+if size["downscaled"]:
+    st.info(f"A file is larger than {size['max_side']} px on its longer side: both were downscaled to score "
+            "them (the checks still read the files at full size).", icon=":material/photo_size_select_large:")
+st.dataframe(
+    pd.DataFrame([{"id": f.check_id, "check": f.name, "status": f.status, "finding": f.finding,
+                   "what if": f.counterfactual or "—", "score as is": f.as_is,
+                   "counterfactual score": f.score, "change": f.change} for f in diag.ranking]),
+    hide_index=True, key="dbg_summary", column_order=("check", "status", "finding", "what if", "score as is",
+                                                       "counterfactual score", "change"),
+    column_config={c: st.column_config.NumberColumn(format="%.4f")
+                   for c in ("score as is", "counterfactual score", "change")})
 i1, i2 = st.columns(2)
 i1.image(diag.reference, caption="reference", clamp=True, width="stretch")
 i1.caption(ui.md_escape(ref_name))
@@ -113,8 +132,8 @@ for which, facts in diag.facts.items():
     for notice in facts["notices"]:
         st.caption(f"{which.capitalize()}: {ui.md_escape(notice)}")
 
-st.subheader("Checks")
-for check in diag.checks:
+st.subheader("Checks, in the same order")
+for check in sorted(diag.checks, key=lambda c: [f.check_id for f in diag.ranking].index(c.id)):
     with st.container(border=True):
         st.markdown(f"{ICONS[check.status]} **{check.name}** — {check.status}")
         st.markdown(ui.md_escape(check.finding))
@@ -140,7 +159,8 @@ with c2:
                                    title="Per-layer terms"), key="dbg_layers")
 
 report = build_report(diag, versions=library_versions({"streamlit": st.__version__}),
-                      extra_config={"working max side (px)": max_side, "reference file": ref_name,
+                      extra_config={"working max side (px)": max_side, "scored at": resolution,
+                                    "reference file": ref_name,
                                     "test file": test_name})
 st.download_button("Download the report (JSON)", report_json(report), file_name="lpips_debug_report.json",
                    mime="application/json", key="dbg_json")
