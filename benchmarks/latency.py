@@ -1,0 +1,220 @@
+"""What a user waits for in the browser: the app's latency in Chromium, against the real server.
+
+The server is started as the README does (``.venv/bin/streamlit run app.py``, so with the shipped
+``.streamlit/config.toml``), headless on a free loopback port; the browser is Debian's Chromium
+through Playwright. Measured, each the median of ``--repeat`` runs (default 3):
+
+- ``cold_first_load``: a fresh server (one per repeat), the first visit to the default page until
+  its verdict is visible (navigation start → "Verdict" in the page); ``server_start`` beside it
+  (process start → ``/_stcore/health`` ok).
+- ``new_session``: a new browser context on that warm server, until the verdict is visible.
+- ``slider_shift_vs_blur`` and ``slider_lab``: one step (→) of Shift vs blur's shift slider and of
+  the Distortion lab's blur sigma, until the rerun has finished (each step a new value).
+- ``debug_vgg16``: Debug a score with VGG16 (opened by a link, ``?net=vgg``) on an uploaded
+  512 px pair: upload of the test image → the score shown (a new pair each repeat).
+
+Targets on a 2-core CPU (issue 14): cold ≤ 8 s, new session ≤ 2 s, slider ≤ 0.8 s, Debug VGG16
+≤ 5 s. Results go to ``benchmarks/results/latency.json`` (``--out``) and a table is printed.
+
+    .venv/bin/python benchmarks/latency.py [--quick] [--repeat 3] [--out PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import platform
+import re
+import statistics
+import subprocess
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))
+
+from e2e.driver import IDLE, AppPage, Server, _health, free_port, launch_options  # noqa: E402
+
+OUT = REPO / "benchmarks" / "results" / "latency.json"
+LOGS = REPO / "test-output" / "latency"
+TARGETS = {"cold_first_load": 8.0, "new_session": 2.0, "slider_shift_vs_blur": 0.8, "slider_lab": 0.8,
+           "debug_vgg16": 5.0}
+#: The default page's verdict (a Markdown paragraph that starts with it).
+VERDICT_JS = """() => { const m = document.querySelector("[data-testid='stMain']");
+  return !!m && m.innerText.includes("Verdict"); }"""
+RUNS_JS = "() => window.__stRuns || 0"
+
+
+def start(log_path: Path, timeout: float = 120.0) -> tuple[Server, float]:
+    """``.venv/bin/streamlit run app.py`` headless on a free port; returns it and its start time (s)."""
+    exe = REPO / ".venv" / "bin" / "streamlit"
+    port = free_port()
+    cmd = [str(exe), "run", "app.py", "--server.headless", "true", "--server.port", str(port),
+           "--server.address", "127.0.0.1"]
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                env=dict(os.environ, PYTHONUNBUFFERED="1"), start_new_session=True)
+    server = Server(port, log_path, proc)
+    while _health(server.url) != "ok":
+        if proc.poll() is not None or time.perf_counter() - t0 > timeout:
+            server.stop()
+            raise RuntimeError(f"the server did not start (exit {proc.returncode}); log {log_path}:\n"
+                               f"{server.log()[-3000:]}")
+        time.sleep(0.1)
+    return server, time.perf_counter() - t0
+
+
+def timed_visit(browser, server: Server, path: str = "") -> tuple[float, AppPage]:
+    """A new context on ``path``: seconds from navigation to the verdict (or, off the default
+    page, to the first finished run); the page is left open for more steps."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    ap = AppPage(context.new_page(), server, timeout=300)
+    t0 = time.perf_counter()
+    ap.page.goto(server.page_url(path), wait_until="commit")
+    if path in ("", "shift_vs_blur"):
+        ap.page.wait_for_function(VERDICT_JS, polling=50)
+    else:
+        ap.page.wait_for_selector(IDLE, state="attached")
+        ap.page.wait_for_function("() => (window.__stRuns || 0) > 0", polling=50)
+    elapsed = time.perf_counter() - t0
+    ap.settle(quiet_ms=800)
+    return elapsed, ap
+
+
+def timed_rerun(ap: AppPage, action) -> float:
+    """Seconds from ``action`` (a widget change) to the end of the rerun it causes."""
+    before = ap.runs()
+    t0 = time.perf_counter()
+    action()
+    ap.page.wait_for_function("n => (window.__stRuns || 0) > n", arg=before, polling=20)
+    elapsed = time.perf_counter() - t0
+    ap.settle(quiet_ms=800)
+    return elapsed
+
+
+def slider_step(ap: AppPage, label: str) -> float:
+    slider = ap.page.get_by_test_id("stMain").get_by_test_id("stSlider").filter(
+        has=ap.page.get_by_test_id("stWidgetLabel").get_by_text(re.compile("^" + re.escape(label)))).first
+    thumb = slider.get_by_role("slider")
+    thumb.focus()
+    return timed_rerun(ap, lambda: thumb.press("ArrowRight"))
+
+
+def pair_png(seed: int, side: int = 512) -> tuple[bytes, bytes]:
+    """A ``side``-px reference (synthetic texture) and its shifted, blurred test copy, as PNG bytes."""
+    import numpy as np
+    from PIL import Image
+
+    from lpips_core import synth
+    from lpips_core.distortions import gaussian_blur, shift
+
+    ref = synth.texture_patch(seed, size=side)
+    test = gaussian_blur(shift(ref, 2.0, 1.0), 0.8)
+
+    def png(a) -> bytes:
+        buf = io.BytesIO()
+        Image.fromarray((np.clip(a, 0, 1) * 255 + 0.5).astype("uint8")).save(buf, format="PNG")
+        return buf.getvalue()
+
+    return png(ref), png(test)
+
+
+def debug_vgg16(ap: AppPage, seed: int) -> float:
+    """Upload a 512 px pair on Debug a score (the page was opened with ``?net=vgg``); seconds from
+    the test image's upload to the LPIPS score shown for it."""
+    ref, test = pair_png(seed)
+    inputs = ap.page.get_by_test_id("stMain").locator("input[type=file]")
+    inputs.first.wait_for(state="attached")
+    ap.rerun(lambda: inputs.nth(0).set_input_files(files=[{"name": f"ref{seed}.png", "mimeType": "image/png",
+                                                             "buffer": ref}]))
+    elapsed = timed_rerun(ap, lambda: inputs.nth(1).set_input_files(
+        files=[{"name": f"test{seed}.png", "mimeType": "image/png", "buffer": test}]))
+    assert "LPIPS" in ap.main_text(), "Debug a score shows no LPIPS score after the upload"
+    assert not ap.exceptions(), ap.exceptions()
+    return elapsed
+
+
+def _note(what: str, seconds: float) -> float:
+    print(f"  {what}: {seconds:.2f} s", file=sys.stderr, flush=True)
+    return seconds
+
+
+def measure(repeat: int) -> dict[str, list[float]]:
+    from playwright.sync_api import sync_playwright
+
+    out: dict[str, list[float]] = {k: [] for k in ("server_start", *TARGETS)}
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(**launch_options())
+        try:
+            for i in range(repeat):
+                server, started = start(LOGS / f"server-{i}.log")
+                try:
+                    out["server_start"].append(_note("server start", started))
+                    cold, ap = timed_visit(browser, server)
+                    out["cold_first_load"].append(_note("cold first load", cold))
+                    ap.page.context.close()
+                    if i:
+                        continue  # the other measurements on the first server only
+                    for _ in range(repeat):
+                        t, ap = timed_visit(browser, server)
+                        out["new_session"].append(_note("new session", t))
+                        ap.page.context.close()
+                    t, ap = timed_visit(browser, server)
+                    out["slider_shift_vs_blur"] += [_note("shift slider", slider_step(ap, "Shift"))
+                                                    for _ in range(repeat)]
+                    ap.page.context.close()
+                    _, ap = timed_visit(browser, server, "distortion_lab")
+                    out["slider_lab"] += [_note("lab slider", slider_step(ap, "sigma")) for _ in range(repeat)]
+                    ap.page.context.close()
+                    _, ap = timed_visit(browser, server, "debug_a_score?net=vgg")
+                    out["debug_vgg16"] += [_note("debug vgg16", debug_vgg16(ap, seed)) for seed in range(repeat)]
+                    ap.page.context.close()
+                    server.assert_healthy()
+                finally:
+                    server.stop()
+        finally:
+            browser.close()
+    return out
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--repeat", type=int, default=3, help="runs per measurement (cold: fresh servers)")
+    p.add_argument("--quick", action="store_true", help="one run of each (a smoke test of the script)")
+    p.add_argument("--out", type=Path, default=OUT)
+    args = p.parse_args(argv)
+    repeat = 1 if args.quick else args.repeat
+    if repeat < 1:
+        p.error(f"--repeat must be at least 1, got {repeat}")
+    runs = measure(repeat)
+    medians = {k: statistics.median(v) for k, v in runs.items() if v}
+    result = {
+        "when": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
+                    "load_avg_1m": os.getloadavg()[0]},
+        "repeat": repeat,
+        "median_s": medians,
+        "runs_s": runs,
+        "targets_s": TARGETS,
+        "met": {k: medians[k] <= t for k, t in TARGETS.items() if k in medians},
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"{'measurement':<22} {'median (s)':>10} {'target (s)':>10}  met   (repeat {repeat}, "
+          f"load {result['machine']['load_avg_1m']:.1f})")
+    for k, v in medians.items():
+        t = TARGETS.get(k)
+        print(f"{k:<22} {v:>10.2f} {('%.1f' % t) if t else '':>10}  "
+              f"{'' if t is None else ('yes' if v <= t else 'NO')}")
+    print(f"written to {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
