@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 import streamlit as st
 
 import ui
 from lpips_core import metric_registry
-from lpips_core.figures.grids import conventions_heatmap
+from lpips_core.conventions import resize, to_tensor
+from lpips_core.figures.grids import conventions_heatmap, size_curves
+from lpips_core.images import load_image
 from lpips_core.sweeps import (VARIANT_NOTES, VARIANTS, conventions_grid, grid_rows, metric_conventions_grid,
                                metric_grid_rows)
 
@@ -30,6 +34,22 @@ def successor_piece(ref: np.ndarray, dist: np.ndarray, metric: str, net: str, si
     return metric_conventions_grid(ref, dist, metric=metric, model=_model, sizes=(size,))
 
 
+@st.cache_data(show_spinner=False, max_entries=8)
+def uploaded_test(data: bytes, name: str, shape: tuple[int, int]) -> tuple[np.ndarray, tuple[int, int]]:
+    """The uploaded test image as ``(H, W, 3)`` float32 in ``[0, 1]`` at ``shape`` (bilinear, antialiased,
+    when its own size differs), and its own ``(H, W)``; raises ``ValueError`` for an unreadable file."""
+    arr = load_image(data).array
+    own = arr.shape[:2]
+    if own != tuple(shape):
+        arr = resize(to_tensor(arr), tuple(shape))[0].permute(1, 2, 0).numpy().astype(np.float32)
+    return np.ascontiguousarray(arr), own
+
+
+def with_native_size(cells: list, label: str) -> list:
+    """The cells with ``"native"`` spelled out as the pixel size scored (``"native (256×192)"``)."""
+    return [dataclasses.replace(c, size_label=label) if c.size_label == "native" else c for c in cells]
+
+
 st.title("Conventions")
 st.markdown(
     "LPIPS numbers are comparable only under one contract: inputs in [−1, 1], version 0.1, the learned "
@@ -38,8 +58,23 @@ st.markdown(
 )
 
 ref, ref_name, dist, source = ui.current_pair()
-st.caption(f"Pair: {ui.md_escape(ref_name)} ({ref.shape[0]}×{ref.shape[1]} px) against "
-           f"{ui.md_escape(source)}.")
+H, W = ref.shape[:2]
+NATIVE = f"native ({W}×{H})"  # width × height, the size the "native" column is scored at
+up = st.file_uploader("Your own test image (optional; scored against the sidebar's reference)", type=ui.UPLOAD_TYPES,
+                      key="conv_test_file")
+if up is not None:
+    try:
+        dist, (th, tw) = uploaded_test(up.getvalue(), up.name, (H, W))
+    except ValueError as exc:
+        st.error(f"{ui.md_escape(up.name)} cannot be used: {ui.md_escape(str(exc))} The lab's chain is used instead.")
+    else:
+        source = f"upload: {up.name}"
+        if (th, tw) != (H, W):
+            st.caption(f"The test image is {tw}×{th} px; it was resized to the reference's {W}×{H} px "
+                       "(bilinear, antialiased) so the two can be compared pixel for pixel.")
+st.caption(f"Pair: {ui.md_escape(ref_name)} ({W}×{H} px, width×height) against "
+           f"{ui.md_escape(source)}. \"native\" below is this size, {W}×{H}: the reference as loaded at the "
+           "sidebar's working size.")
 c1, c2 = st.columns(2)
 c1.image(ref, caption="reference", clamp=True, width="stretch")
 c2.image(dist, caption="distorted", clamp=True, width="stretch")
@@ -65,8 +100,8 @@ def lpips_grid() -> None:
         models = {"0.1": ui.get_model(net, "0.1", True, quiet=True), "0.0": ui.get_model(net, "0.0", True, quiet=True)}
         if any(m is None for m in models.values()):
             continue
-        bar.progress(k / len(pieces), text=f"{ui.NET_LABELS[net]} at {'native size' if size is None else f'{size}×{size}'}…")
-        cells += grid_piece(ref, dist, net, size, models)
+        bar.progress(k / len(pieces), text=f"{ui.NET_LABELS[net]} at {NATIVE if size is None else f'{size}×{size}'}…")
+        cells += with_native_size(grid_piece(ref, dist, net, size, models), NATIVE)
     bar.empty()
     if not cells:
         st.warning("No backbone could be scored.")
@@ -75,6 +110,15 @@ def lpips_grid() -> None:
     st.plotly_chart(conventions_heatmap(cells, net_labels=ui.NET_LABELS), key="conv_heatmap")
     st.caption("Colour: log₂ of the ratio to the reference (★, white = agrees; red = larger, blue = smaller). "
                "Each cell shows the ratio and the LPIPS value; hover for the explanation.")
+    st.markdown("**LPIPS against the size it is computed at** (the correct convention, each backbone):")
+    st.plotly_chart(size_curves(cells, net_labels=ui.NET_LABELS), key="conv_size_chart")
+    refs = [c for c in cells if c.is_reference]
+    spans = []
+    for net in dict.fromkeys(c.net for c in refs):
+        vals = {c.size_label: c.value for c in refs if c.net == net}
+        lo, hi = min(vals, key=vals.get), max(vals, key=vals.get)
+        spans.append(f"{ui.NET_LABELS[net]} {vals[hi]:.3f} at {hi} vs {vals[lo]:.3f} at {lo}")
+    st.caption("The same pair at different sizes: " + "; ".join(spans) + ". A score is comparable only at a stated size.")
 
     st.subheader("What each variant models")
     st.dataframe(pd.DataFrame({"variant": list(VARIANTS), "the mistake it models": [VARIANT_NOTES[v] for v in VARIANTS]}),
@@ -116,8 +160,8 @@ def successors_grid() -> None:
     for k, (sid, size) in enumerate(pieces):
         metric, net = ui.SUCCESSORS[sid]
         bar.progress(k / len(pieces), text=f"{ui.successor_label(sid)} at "
-                                            f"{'native size' if size is None else f'{size}×{size}'}…")
-        cells += successor_piece(ref, dist, metric, net, size, models[sid])
+                                            f"{NATIVE if size is None else f'{size}×{size}'}…")
+        cells += with_native_size(successor_piece(ref, dist, metric, net, size, models[sid]), NATIVE)
     bar.empty()
     labels = {sid: ui.successor_label(sid) for sid in models}
     st.plotly_chart(conventions_heatmap(cells, net_labels=labels, value_name="distance"), key="conv_succ_heatmap")

@@ -14,7 +14,7 @@ import plotly.graph_objects as go
 from ..sweeps import GridCell
 from .maps import plotly_scale
 
-__all__ = ["conventions_heatmap", "grid_layout"]
+__all__ = ["conventions_heatmap", "grid_layout", "size_curves"]
 
 
 def grid_layout(cells: Sequence[GridCell]) -> tuple[list[tuple[str, str]], list[str]]:
@@ -68,4 +68,30 @@ def conventions_heatmap(cells: Sequence[GridCell], *, net_labels: Mapping[str, s
     fig.update_yaxes(autorange="reversed")
     fig.update_xaxes(side="top")
     fig.update_layout(height=max(300, 34 * len(rows) + 120), margin=dict(l=10, r=10, t=40, b=10))
+    return fig
+
+
+def size_curves(cells: Sequence[GridCell], *, net_labels: Mapping[str, str] | None = None,
+                value_name: str = "LPIPS", height: int = 260) -> go.Figure:
+    """The correct convention's value against the size, one line per backbone.
+
+    Takes the reference cells (``is_reference``) of a grid; the x-axis is categorical, the sizes
+    in the cells' first-seen order (e.g. ``"native (256×192)"``, ``"64×64"`` …). One
+    ``go.Scatter`` per backbone, named by ``net_labels``, ``y`` exactly the cells' values.
+    """
+    refs = [c for c in cells if c.is_reference]
+    if not refs:
+        raise ValueError("size_curves needs at least one reference cell (is_reference=True)")
+    labels = dict(net_labels or {})
+    sizes = list(dict.fromkeys(c.size_label for c in refs))
+    fig = go.Figure()
+    for net in dict.fromkeys(c.net for c in refs):
+        by_size = {c.size_label: c.value for c in refs if c.net == net}
+        xs = [s for s in sizes if s in by_size]
+        name = labels.get(net, net)
+        fig.add_trace(go.Scatter(x=xs, y=[by_size[s] for s in xs], mode="lines+markers", name=name,
+                                 hovertemplate=f"{name} at %{{x}}: {value_name} %{{y:.4f}}<extra></extra>"))
+    fig.update_xaxes(type="category", categoryorder="array", categoryarray=sizes, title_text="size scored at")
+    fig.update_yaxes(title_text=value_name, rangemode="tozero")
+    fig.update_layout(height=height, margin=dict(l=10, r=10, t=10, b=10))
     return fig
