@@ -232,6 +232,7 @@ elif source == SOURCES[1]:
 else:
     dataset = folders_from_files()
 
+st.caption("This page scores with its own list of metrics below (the sidebar's backbone is not used here).")
 c1, c2 = st.columns([3, 1])
 names = tuple(c1.multiselect("Metrics", METRIC_OPTIONS, default=[parse_spec(m).name for m in DEFAULT_METRICS],
                              key="ds_metrics",
@@ -302,8 +303,9 @@ st.subheader(f"The {WORST} worst pairs" + (f" by {spec.name}" if spec else ""))
 if spec is None:
     st.info("Add an LPIPS-like metric to see the worst pairs' spatial maps.")
 else:
-    scorer = get_scorer(names, ui.device_name())
-    shown = worst_maps(result, spec, scorer)
+    if "maps" not in result:  # computed once per scoring, not on every rerun
+        result["maps"] = worst_maps(result, spec, get_scorer(names, ui.device_name()))
+    shown = result["maps"]
     cols = st.columns(2)
     for i, (row, fig) in enumerate(shown):
         cols[i % 2].plotly_chart(fig, key=f"ds_map_{i}")
