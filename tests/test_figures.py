@@ -331,3 +331,61 @@ def test_conventions_heatmap_names_the_value():
     assert "LPIPS %{customdata[0]" in grids.conventions_heatmap(cells).data[0].hovertemplate
     hover = grids.conventions_heatmap(cells, value_name="distance").data[0].hovertemplate
     assert "distance %{customdata[0]" in hover and "LPIPS" not in hover
+
+
+def test_size_curves_plot_the_reference_cells():
+    fig = grids.size_curves(_cells(), net_labels={"alex": "AlexNet", "vgg": "VGG16"})
+    assert [t.name for t in fig.data] == ["AlexNet", "VGG16"]
+    assert list(fig.data[0].x) == ["native", "64×64"] and list(fig.data[1].y) == [0.4, 0.4]
+    assert fig.layout.xaxis.type == "category"
+    with pytest.raises(ValueError, match="reference cell"):
+        grids.size_curves([c for c in _cells() if not c.is_reference])
+
+
+def test_shift_blur_ratios_one_log_axis_and_highlight():
+    fig = lessons.shift_blur_ratios({"MSE": 4.0, "LPIPS · AlexNet": 0.25, "unchanged": float("nan")},
+                                    highlight="LPIPS · AlexNet")
+    (bar,) = fig.data
+    assert list(bar.y) == ["MSE", "LPIPS · AlexNet"] and list(bar.x) == [4.0, 0.25]
+    assert fig.layout.xaxis.type == "log" and bar.marker.color[1] != bar.marker.color[0]
+    assert fig.layout.shapes[0].x0 == 1.0  # the line where shift and blur count alike
+    with pytest.raises(ValueError, match="positive finite"):
+        lessons.shift_blur_ratios({"x": 0.0})
+
+
+def test_block_mean_averages_blocks_and_edges():
+    a = np.arange(5 * 6, dtype=float).reshape(5, 6)
+    out = lessons.block_mean(a, 3)  # k = 2: blocks of 2×2, the last row holds one row of pixels
+    assert out.shape == (3, 3)
+    assert out[0, 0] == pytest.approx(np.mean(a[:2, :2])) and out[2, 1] == pytest.approx(np.mean(a[4, 2:4]))
+    np.testing.assert_array_equal(lessons.block_mean(a, 6), a)
+    assert lessons.block_mean(np.ones((2, 5, 6)), 3).shape == (2, 3, 3)
+    with pytest.raises(ValueError, match="max_side"):
+        lessons.block_mean(a, 0)
+
+
+def test_layer_maps_by_shift_one_colour_scale():
+    maps_ = {"shift 1 px": np.stack([np.full((4, 4), 2.0), np.zeros((4, 4))]),
+             "blur": np.stack([np.ones((4, 4)), np.full((4, 4), 0.5)])}
+    fig = lessons.layer_maps_by_shift(maps_, ["relu1", "relu2"], max_side=2)
+    heat = _traces(fig, "heatmap")
+    assert len(heat) == 4 and {t.zmax for t in heat} == {2.0} and {t.zmin for t in heat} == {0.0}
+    np.testing.assert_array_equal(np.asarray(heat[0].z), np.full((2, 2), 2.0))
+    assert [t.showscale for t in heat] == [False, False, False, True]
+    with pytest.raises(ValueError, match="L=3"):
+        lessons.layer_maps_by_shift(maps_, ["a", "b", "c"])
+
+
+def test_layer_ratio_curves_divide_by_the_blur():
+    fig = lessons.layer_ratio_curves([1, 2], np.array([[0.2, 0.01], [0.4, 0.02]]), [0.1, 0.1], ["relu1", "relu5"])
+    assert [t.name for t in fig.data] == ["relu1", "relu5"]
+    np.testing.assert_allclose(fig.data[0].y, [2.0, 4.0]) and np.testing.assert_allclose(fig.data[1].y, [0.1, 0.2])
+    assert fig.layout.yaxis.type == "log"
+    with pytest.raises(ValueError, match="positive"):
+        lessons.layer_ratio_curves([1], np.array([[0.1]]), [0.0], ["relu1"])
+
+
+def test_sweep_curves_shared_y():
+    cols = {"shift (px)": ([0, 1], {"MSE": [0.0, 0.1]}), "blur σ (px)": ([0, 1], {"MSE": [0.0, 0.01]})}
+    assert lessons.sweep_curves(cols, rows=("MSE",), shared_y=True).layout.yaxis2.matches == "y"
+    assert lessons.sweep_curves(cols, rows=("MSE",)).layout.yaxis2.matches is None
