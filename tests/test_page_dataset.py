@@ -70,3 +70,46 @@ def test_demo_set_scores_equal_the_library(app, expected):
     at = ok(at.button(key="ds_explain_go").click().run())
     top = frame(at, "holds_reported").iloc[0]
     assert top["config"] == LPIPS and top["distance"] < 1e-6
+
+
+def _zip(members: dict[str, bytes]) -> bytes:
+    import io
+    import zipfile
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        for name, data in members.items():
+            zf.writestr(name, data)
+    return buf.getvalue()
+
+
+def test_zip_upload_is_guarded_then_scored(app, tmp_path):
+    """A zip-slip archive is refused with the guard's message; a good one is scored like the library."""
+    at = ok(app.run())
+    at = ok(at.switch_page(PAGE).run())
+    at = ok(at.radio(key="ds_source").set_value("A zip of folders").run())
+    evil = _zip({"gt/a.png": b"x", "../../evil.png": b"x"})
+    at = ok(at.file_uploader(key="ds_zip").set_value(("evil.zip", evil, "application/zip")).run())
+    assert any("The zip was refused" in e.value and "climbs out" in e.value for e in at.error)
+    assert not (tmp_path.parent / "evil.png").exists()
+
+    demo = make_demo(tmp_path / "demo", side=64, per_image=1)
+    members = {f"set/{folder}/{n}": (src / n).read_bytes() for n in demo.names[:3]
+               for folder, src in (("gt", demo.reference), ("mine", demo.methods["B-shift-noise"]))}
+    at = ok(at.file_uploader(key="ds_zip").set_value(("good.zip", _zip(members), "application/zip")).run())
+    assert at.selectbox(key="ds_zip_ref").value == "gt" and at.selectbox(key="ds_zip_a").value == "mine"
+    assert at.selectbox(key="ds_zip_b").value == "(none)"
+    at.multiselect(key="ds_metrics").set_value(["mse", LPIPS])
+    at = ok(at.button(key="ds_score").click().run())
+    ref, mine = tmp_path / "gt", tmp_path / "mine"
+    for name, data in members.items():
+        _, folder, n = name.split("/")
+        (tmp_path / folder).mkdir(exist_ok=True)
+        (tmp_path / folder / n).write_bytes(data)
+    want = score_pairs(match_folders(ref, mine), ["mse", LPIPS], workers=0)
+    summary = frame(at, "ci95 high")
+    assert list(summary["metric"]) == ["mse", LPIPS] and set(summary["method"]) == {"mine"}
+    assert list(summary["mean"]) == pytest.approx([want.summary["metrics"][m]["mean"] for m in ("mse", LPIPS)],
+                                                  rel=1e-12)
+    assert not any("mean difference (A − B)" in df.value.columns for df in at.dataframe)  # one method only
+    assert len(at.get("plotly_chart")) == 1 + 3
