@@ -113,3 +113,22 @@ def test_zip_upload_is_guarded_then_scored(app, tmp_path):
                                                   rel=1e-12)
     assert not any("mean difference (A − B)" in df.value.columns for df in at.dataframe)  # one method only
     assert len(at.get("plotly_chart")) == 1 + 3
+
+
+def test_two_sets_of_files_are_paired_by_name(app, tmp_path):
+    """Uploaded files land in a temp folder under their base names only; pairs are matched by name."""
+    demo = make_demo(tmp_path / "demo", side=48, per_image=1)
+    at = ok(app.run())
+    at = ok(at.switch_page(PAGE).run())
+    at = ok(at.radio(key="ds_source").set_value("Two sets of files").run())
+    refs = [(f"../../{n}", (demo.reference / n).read_bytes(), "image/png") for n in demo.names[:3]]
+    tests = [(n, (demo.methods["A-blur"] / n).read_bytes(), "image/png") for n in demo.names[1:4]]
+    at.file_uploader(key="ds_files_ref").set_value(refs)
+    at = ok(at.file_uploader(key="ds_files_test").set_value(tests).run())
+    root = tmp_path.__class__(at.session_state["ds_files_root"][1])
+    assert sorted(p.relative_to(root).as_posix() for p in root.rglob("*.png")) == sorted(
+        [f"reference/{n}" for n in demo.names[:3]] + [f"test/{n}" for n in demo.names[1:4]])
+    at = ok(at.multiselect(key="ds_metrics").set_value(["mse"]).run())
+    at = ok(at.button(key="ds_score").click().run())
+    assert any("test: 2 pairs · 0 skipped" in c.value and "unmatched: 1 reference, 1 method" in c.value
+               for c in at.caption)
