@@ -15,7 +15,7 @@ The work is the Conventions grid's (:func:`lpips_core.sweeps.conventions_grid`) 
 pairs: per block of pairs, backbone, version and size, every image is resized once, the six
 inputs (three ranges × colour/grayscale) of all pairs go through the network in one
 :meth:`~lpips_core.model.LPIPSBase.pair_channel_terms` call, and lin and baseline both come
-from those per-channel terms. So 48 configurations per backbone and size cost two passes
+from those per-channel terms. So 24 configurations per backbone and size cost two passes
 (v0.1 and v0.0) of six inputs per image.
 """
 

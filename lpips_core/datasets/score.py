@@ -301,7 +301,8 @@ def score_pairs(
         workers: decoding processes (``0``: none; default: one fewer than the CPUs, 1 to 4).
         max_side: downscale images whose longer side exceeds it on load (default ``None``:
             score images at their size, as the reference scripts do).
-        scorer: a :class:`Scorer` to reuse (its models); default: one built for ``metrics``.
+        scorer: a :class:`Scorer` to reuse (its specs and models; ``metrics`` is then ignored);
+            default: one built for ``metrics``.
         progress: called with ``(pairs done, pairs of this shard)`` at the start and after each block.
 
     Returns:
