@@ -346,6 +346,7 @@ def test_diagnose_files_scores_the_files_as_uploaded(alex, uploaded):
     r, t = load_image(ref_png), load_image(test_jpg)  # the library's own computation, native size
     assert (r.size, t.size, r.had_alpha, t.format) == ((168, 256), (126, 192), True, "JPEG")
     assert d.score == pytest.approx(_lp(alex, r.array, dg.match_size(t.array, r.size)), abs=1e-6)
+    assert d.check("resolution").status == "ok"  # the working size (256) is this pair's own size
     assert d.native_size == {"reference_hw": [168, 256], "test_hw": [126, 192], "scored_hw": [168, 256],
                              "policy": dg.SIZE_POLICY, "resolution": "native", "max_side": dg.NATIVE_MAX_SIDE,
                              "downscaled": False}
@@ -388,6 +389,7 @@ def test_diagnose_files_at_the_working_size_reports_file_pixels(alex):
     assert (mis.scores["dy"], mis.scores["dx"]) == pytest.approx((-4, -6), abs=0.5)
     assert mis.scores["dx"] == pytest.approx(2 * mis.scores["dx_scored_px"])
     res = d.check("resolution")  # the counterfactual: the files at their own size
+    assert res.status == "warning"
     native = load_image(ref_png).array
     assert res.counterfactuals["native size"] == pytest.approx(
         _lp(alex, native, dg.match_size(load_image(test_jpg).array, native.shape[:2])), abs=1e-6)

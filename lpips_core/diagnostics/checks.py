@@ -318,7 +318,7 @@ def check_resolution(ctx: PairContext) -> Outcome:
                        {label: ctx.score})
     v = ctx.lpips(r, [match_size(t, r.shape[:2], method=ctx.method)])[0]
     return Outcome(
-        "warning" if abs(v - ctx.score) > 0 else "ok",
+        "info" if (h, w) == (fh, fw) else "warning",
         f"Scored at {here} (H×W). LPIPS depends on the resolution: the network's receptive fields cover "
         f"more of the picture at a smaller size.",
         f"At {label} ({r.shape[0]}×{r.shape[1]} px) the same files score {fmt(v)} instead of {fmt(ctx.score)}"
@@ -402,7 +402,10 @@ def check_jpeg_blockiness(ctx: PairContext) -> Outcome:
               + ", ".join(f"{fmt(v)} at quality {q}" for q, v in zip(qualities, vals))
               + f"; this pair's {fmt(ctx.score)} is closest to quality {closest}.")
     counterfactuals: dict[str, float] = {}
-    like = encode_like(ctx.ref, ctx.test_file) if ctx.test_file is not None else None
+    try:
+        like = encode_like(ctx.ref, ctx.test_file) if ctx.test_file is not None else None
+    except (OSError, ValueError):  # a JPEG whose tables Pillow cannot reuse: no such counterfactual
+        like = None
     if like is not None:
         v = ctx.lpips(like, [ctx.tst])[0]
         scores["reference re-encoded like the test"] = counterfactuals["reference re-encoded like the test"] = v

@@ -20,8 +20,10 @@ from .tools import alpha_dropped, match_size
 __all__ = ["NATIVE_MAX_SIDE", "SIZE_POLICY", "Diagnosis", "diagnose", "diagnose_files"]
 
 #: Longer side (px) above which :func:`diagnose_files` downscales both files for native scoring
-#: (Lanczos, with a notice), so VGG16 stays within a few seconds on a CPU. A 512 px pair with VGG16
-#: takes about 1 s per forward pass on a 2-core CPU; a full diagnosis runs ~20 of them.
+#: (Lanczos, with a notice), bounding the work on a CPU. A full diagnosis passes about 30 images of
+#: the pair's size through the backbone (every check's counterfactuals; 29 for a 168×256 RGBA PNG
+#: against a JPEG of another size), so its time is about 30 forward passes of one image: with VGG16
+#: at 512×512 on a 2-core CPU under a load of ~15, one pass took 11.5 s and the diagnosis 130 s.
 NATIVE_MAX_SIDE = 1024
 #: How a pair of different sizes is scored (stated on the page and in the report).
 SIZE_POLICY = "the test image is resized to the reference's size (the reference stays untouched)"
@@ -201,8 +203,11 @@ def diagnose_files(
              for (d, n), o in zip(files, originals)]
     dropped = []
     for (d, n), o in zip(files, originals):
-        raw = alpha_dropped(d) if o.had_alpha else None
-        dropped.append(None if raw is None else _load(raw, n, max_side=side, min_side=low).array)
+        try:
+            raw = alpha_dropped(d) if o.had_alpha else None
+            dropped.append(None if raw is None else _load(raw, n, max_side=side, min_side=low).array)
+        except (OSError, ValueError):  # a mode Pillow cannot split: the check says what it can
+            dropped.append(None)
     other = "working" if resolution == "native" else "native"
     other_label = "the working size" if other == "working" else "native size"
     r2, t2 = (_load(d, n, max_side=sides[other], min_side=low) for d, n in files)
