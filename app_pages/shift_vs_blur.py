@@ -17,12 +17,10 @@ from lpips_core.distortions import kernel_blur, shift
 from lpips_core.figures.lessons import (EXTRA_ROWS, METRIC_ROWS, layer_maps_by_shift, layer_ratio_curves, pixel_grid,
                                         shift_blur_ratios, sweep_curves)
 from lpips_core.figures.maps import abs_difference
-from lpips_core.shift_blur import SHIFT_BOUNDARY, distorted, sweep
+from lpips_core.shift_blur import (DEFAULT_SHIFT, DEFAULT_SIGMA, MAP_SHIFTS, SHIFT_BOUNDARY, SHIFTS, SIGMAS, distorted,
+                                   sweep)
 from lpips_core.sweeps import metric_many
 
-SHIFTS = tuple(float(s) for s in range(9))                 # px, the shift curve's points
-SIGMAS = tuple(float(s) for s in np.arange(0.0, 3.01, 0.5))  # px, the blur curve's points
-MAP_SHIFTS = (1.0, 2.0, 4.0, 8.0)                            # px, the shifts whose layer maps the "why" shows
 LESSON_NETS = ("alex", "vgg")
 LPIPS = "lpips"  # the registry's name of the metric this page's LPIPS rows use
 
@@ -98,8 +96,8 @@ st.caption(f"Reference: {ui.md_escape(ref_name)} · {H}×{W} px · "
            f"LPIPS: v{cfg.version}, {'lin' if cfg.lin else 'baseline'}, sidebar backbone "
            f"{ui.NET_LABELS[cfg.net]} · shift boundary: {SHIFT_BOUNDARY}")
 c1, c2 = st.columns(2)
-s = float(c1.slider("Shift (px, to the right)", 0, 8, 1, 1, key="svb_shift"))
-sigma = float(c2.slider("Blur σ (px)", 0.0, 3.0, 1.5, 0.25, key="svb_blur"))
+s = float(c1.slider("Shift (px, to the right)", 0, 8, int(DEFAULT_SHIFT), 1, key="svb_shift"))
+sigma = float(c2.slider("Blur σ (px)", 0.0, 3.0, DEFAULT_SIGMA, 0.25, key="svb_blur"))
 
 shifted, blurred = copy_of(ref, "shift", s), copy_of(ref, "blur", sigma)
 (d_shift, g_shift), (d_blur, g_blur) = abs_difference(shifted, ref), abs_difference(blurred, ref)

@@ -25,12 +25,19 @@ from .distortions import gaussian_blur, shift
 from .figures.lessons import block_mean
 from .sweeps import metric_many
 
-__all__ = ["KINDS", "SHIFT_BOUNDARY", "cache_dir", "distorted", "library_hash", "sweep"]
+__all__ = ["DEFAULT_SHIFT", "DEFAULT_SIGMA", "KINDS", "MAP_SHIFTS", "SHIFTS", "SHIFT_BOUNDARY", "SIGMAS", "cache_dir",
+           "distorted", "lesson_sweeps", "library_hash", "sweep"]
 
 #: The two distortions of the lesson: a shift (px, to the right) and a Gaussian blur (σ, px).
 KINDS = ("shift", "blur")
 #: How the shift fills the uncovered column.
 SHIFT_BOUNDARY = "reflect"
+#: The lesson's curves: shifts 0…8 px, blur σ 0…3 px; the shifts whose per-layer maps the "why" shows.
+SHIFTS: tuple[float, ...] = tuple(float(s) for s in range(9))
+SIGMAS: tuple[float, ...] = tuple(float(s) for s in np.arange(0.0, 3.01, 0.5))
+MAP_SHIFTS: tuple[float, ...] = (1.0, 2.0, 4.0, 8.0)
+#: The page's starting point: the lesson's one-pixel shift against a σ = 1.5 px blur.
+DEFAULT_SHIFT, DEFAULT_SIGMA = 1.0, 1.5
 _MAP_SIDE = 48
 
 
@@ -168,3 +175,49 @@ def sweep(
     if path is not None:
         _save(path, out)
     return out
+
+
+def lesson_sweeps(ref: np.ndarray, lpips_models: dict, others: dict | None = None, *, why_net: str | None = None,
+                  sigma: float = DEFAULT_SIGMA) -> None:
+    """Run (and so cache on disk) the sweeps the Shift-vs-blur page asks for at its defaults.
+
+    Args:
+        ref: ``(H, W, 3)`` in ``[0, 1]``: the reference exactly as the page gets it.
+        lpips_models: net → LPIPS model; the shift sweep of ``why_net`` (default: the first) keeps
+            the :data:`MAP_SHIFTS` maps, and its blur at ``sigma`` is swept alone with its maps.
+        others: any further ``name → (metric, model)`` (the successor metrics), totals only.
+    """
+    why_net = why_net if why_net is not None else next(iter(lpips_models), None)
+    for net, model in lpips_models.items():
+        sweep(model, ref, "shift", SHIFTS, metric="lpips", maps_at=MAP_SHIFTS if net == why_net else ())
+        sweep(model, ref, "blur", SIGMAS, metric="lpips")
+    if why_net in lpips_models and sigma:
+        sweep(lpips_models[why_net], ref, "blur", (sigma,), metric="lpips", maps_at=(sigma,))
+    for metric, model in (others or {}).values():
+        for kind, values in (("shift", SHIFTS), ("blur", SIGMAS)):
+            sweep(model, ref, kind, values, metric=metric)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m lpips_core.shift_blur [--side 256] [--nets alex vgg] IMAGE…``: fill the disk cache
+    for these images (e.g. ``sample_images/*.png``) at the app's working size."""
+    import argparse
+
+    from . import metric_registry
+    from .images import load_image
+
+    p = argparse.ArgumentParser(description=main.__doc__)
+    p.add_argument("images", nargs="+")
+    p.add_argument("--side", type=int, default=256, help="the app's working size (longer side, px)")
+    p.add_argument("--nets", nargs="+", default=["alex", "vgg"])
+    args = p.parse_args(argv)
+    models = {net: metric_registry.build("lpips", net) for net in args.nets}
+    for path in args.images:
+        ref = load_image(path, max_side=args.side).array
+        lesson_sweeps(ref, models)
+        print(f"{path}: cached in {cache_dir()}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -48,8 +48,9 @@ def test_shift_vs_blur(app, models):
     ref = at.session_state["ref_image"]
     current = _frame(at, "metric")
     alex, vgg = models("alex"), models("vgg")
-    assert _row(current, "metric", "LPIPS · AlexNet")["shifted 2 px"] == pytest.approx(
-        _lpips(alex, ref, shift(ref, 2, boundary="reflect")), rel=1e-5)
+    assert at.slider(key="svb_shift").value == 1  # the lesson's one-pixel shift
+    assert _row(current, "metric", "LPIPS · AlexNet")["shifted 1 px"] == pytest.approx(
+        _lpips(alex, ref, shift(ref, 1, boundary="reflect")), rel=1e-5)
 
     _ok(at.slider(key="svb_shift").set_value(5).run())
     _ok(at.slider(key="svb_blur").set_value(0.75).run())  # off the curve's grid: one forward pass
@@ -114,8 +115,10 @@ def test_conventions(app, models):
     assert set(table["backbone"]) == {"alex"}
     cells = conventions_grid(ref, dist, get_model=lambda n, v: models(n, v), nets=("alex",))
     assert len(table) == len(cells)
+    native = f"native ({ref.shape[1]}×{ref.shape[0]})"  # the pixel size scored, width × height
     for c in cells:
-        row = table[(table["variant"] == c.variant) & (table["size"] == c.size_label)].iloc[0]
+        label = native if c.size_label == "native" else c.size_label
+        row = table[(table["variant"] == c.variant) & (table["size"] == label)].iloc[0]
         assert row["lpips"] == pytest.approx(c.value, rel=1e-5)
         assert row["ratio_to_reference"] == pytest.approx(c.ratio, rel=1e-5)
     assert table[table["is_reference"]]["variant"].unique().tolist() == ["[-1,1]"]

@@ -83,6 +83,7 @@ def test_default_successors_follow_the_device(app):
 def test_shift_vs_blur_successors(app, metric_model):
     at = _start(app, ["stlpips-alex"])
     _ok(at.multiselect(key="svb_successors").set_value(ALL).run())
+    _ok(at.slider(key="svb_shift").set_value(2).run())  # the default is the lesson's 1 px
     assert at.session_state["successors"] == ALL
     ref = at.session_state["ref_image"]
     table = _frame(at, "metric")
@@ -194,7 +195,7 @@ def test_conventions_successors(app, metric_model):
     for sid in ("stlpips-alex", "dists-vgg"):
         metric = SPLIT[sid][0]
         correct = metric_registry.correct_convention(metric)
-        for size, label in ((None, "native"), (64, "64×64"), (256, "256×256")):
+        for size, label in ((None, f"native ({ref.shape[1]}×{ref.shape[0]})"), (64, "64×64"), (256, "256×256")):
             rows = table[(table["metric"] == LABELS[sid]) & (table["size"] == label)]
             base = _distance(metric_model(sid), sid, ref, dist, size=size)
             for _, row in rows.iterrows():
