@@ -75,6 +75,9 @@ def test_fields_and_references_are_validated():
         with pytest.raises(ValueError, match="svb_shift"):
             links.parse_field(shift, bad)
     assert links.parse_field(links.Field("o", "float", 0.0, 1.0), "0.25") == 0.25
+    assert links.parse_field(links.Field("p", "bool"), "0") is False
+    with pytest.raises(ValueError, match="p='yes' is not 1 or 0"):
+        links.parse_field(links.Field("p", "bool"), "yes")
     with pytest.raises(ValueError, match="nan"):
         links.parse_field(links.Field("o", "float", 0.0, 1.0), "nan")
 

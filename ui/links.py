@@ -37,7 +37,7 @@ _LAST = "_links_last"  # session state: the query parameters this session wrote 
 @dataclass(frozen=True)
 class Field:
     """A widget mirrored in the URL: its session-state ``key``, ``kind`` (``"int"``, ``"float"``,
-    ``"choice"``) and its range ``lo``..``hi`` (numbers) or ``choices``."""
+    ``"bool"`` as ``1``/``0``, ``"choice"``) and its range ``lo``..``hi`` (numbers) or ``choices``."""
 
     key: str
     kind: str
@@ -48,7 +48,8 @@ class Field:
 
 #: Each page's sliders (by the page's URL path) that a link reproduces.
 PAGE_FIELDS: dict[str, tuple[Field, ...]] = {
-    "shift_vs_blur": (Field("svb_shift", "int", 0, 8), Field("svb_blur", "float", 0.0, 3.0)),
+    "shift_vs_blur": (Field("svb_present", "bool"), Field("svb_shift", "int", 0, 8),
+                      Field("svb_blur", "float", 0.0, 3.0)),
     "distortion_lab": (Field("lab_opacity", "float", 0.0, 1.0),),
     "inside_a_layer": (Field("ial_w2", "float", 0.0, 1.0),),
     "debug_a_score": (Field("dbg_opacity", "float", 0.0, 1.0),),
@@ -64,6 +65,10 @@ _SYNTH_SIZES = (64, 96, 128, 192, 256)
 # --------------------------------------------------------------------------- pure parsing
 def parse_field(field: Field, text: str) -> Any:
     """``text`` as ``field``'s value; ``ValueError`` (with the bad value) when it is not one."""
+    if field.kind == "bool":
+        if text not in ("1", "0"):
+            raise ValueError(f"{field.key}={text!r} is not 1 or 0")
+        return text == "1"
     if field.kind == "choice":
         if text not in (field.choices or ()):
             raise ValueError(f"{field.key}={text!r} is not one of {list(field.choices or ())}")
