@@ -13,7 +13,7 @@ import re
 from image_corpus import corpus  # tests/ is on sys.path (tests/conftest.py)
 
 from . import expected
-from .driver import PAGES, close_enough, slug
+from .driver import LINKABLE, PAGES, close_enough, slug
 
 LPIPS_ALEX = "LPIPS · AlexNet"
 #: The slowest page on a cold cache (Conventions: both backbones at five sizes) took ~100 s alone
@@ -44,6 +44,37 @@ def test_every_page_renders_its_title_without_an_exception(app_page, server):
         ap.assert_alive()
         assert ap.frame_problem() is None, ap.frame_problem()
         ap.screenshot(f"page-{slug(title)}")
+    server.assert_healthy()
+
+
+#: Where a request may go: the app's own server (and URLs that never leave the browser).
+OWN_HOSTS = ("127.0.0.1", "localhost")
+
+
+def test_every_page_opens_by_its_url_path_and_nothing_is_fetched_from_outside(app_page, server):
+    """Each page opened by its URL path (the default page at the root and as /shift_vs_blur) shows
+    its title with no "Page not found", and no request (fonts, favicons, telemetry) goes to a host
+    other than the app's own: the app works in an offline classroom. A link's query parameters
+    reproduce a Distortion-lab chain in the browser too."""
+    from urllib.parse import urlsplit
+
+    ap = app_page
+    requests: list[str] = []
+    ap.page.on("request", lambda req: requests.append(req.url))
+    for title, path in [(PAGES[0][0], ""), *LINKABLE]:
+        ap.open(path)
+        ap.wait_until(lambda: ap.title() == title, f"/{path} to show {title!r}", timeout=SLOW_PAGE_TIMEOUT)
+        ap.settle(timeout=SLOW_PAGE_TIMEOUT)
+        assert "Page not found" not in ap.page.content(), f"/{path} says 'Page not found'"
+        ap.assert_alive()
+    ap.open("distortion_lab?chain=jpeg:quality%3D30|brightness:delta%3D0.2&lab_opacity=0.3")
+    ap.wait_until(lambda: ap.caption_with("Chain: jpeg(quality=30"), "the lab to use the linked chain")
+    assert "brightness(delta=0.2" in ap.caption_with("Chain: ")
+    ap.page.wait_for_timeout(2000)  # late requests (favicons, fonts)
+    outside = sorted({u for u in requests if urlsplit(u).scheme in ("http", "https", "ws", "wss")
+                      and urlsplit(u).hostname not in OWN_HOSTS})
+    assert not outside, f"requests to other hosts: {outside}"
+    assert sum(urlsplit(u).hostname in OWN_HOSTS for u in requests) > 10, requests
     server.assert_healthy()
 
 
@@ -82,22 +113,22 @@ def test_uploading_a_png_as_reference_changes_the_metrics(app_page, server):
 
 
 def test_moving_a_slider_changes_a_number(app_page, server):
-    """Shift vs blur: focus the shift slider, press → once; the shift becomes 3 px and the LPIPS of
+    """Shift vs blur: focus the shift slider, press → once; the shift becomes 2 px and the LPIPS of
     the shifted copy changes."""
     ap = app_page
     ap.open("")
     table = ap.wait_until(lambda: ap.number(LPIPS_ALEX) is not None and ap.table(LPIPS_ALEX),
                           "the current-values table")
-    assert table["metric"][0] == "shifted 2 px", table["metric"]
+    assert table["metric"][0] == "shifted 1 px", table["metric"]
     before = ap.number(LPIPS_ALEX, 0)
 
     ap.nudge_slider("Shift (px, to the right)")
-    table = ap.wait_until(lambda: ap.table(LPIPS_ALEX).get("metric", [None])[0] == "shifted 3 px"
-                          and ap.table(LPIPS_ALEX), "the table to show a 3 px shift")
+    table = ap.wait_until(lambda: ap.table(LPIPS_ALEX).get("metric", [None])[0] == "shifted 2 px"
+                          and ap.table(LPIPS_ALEX), "the table to show a 2 px shift")
     after = ap.wait_until(lambda: ap.number(LPIPS_ALEX, 0), "the new LPIPS value")
     assert after != before, f"LPIPS of the shifted copy stayed {before} after moving the shift slider"
     slider = ap.page.get_by_test_id("stSlider").filter(has_text="Shift (px, to the right)")
-    assert slider.get_by_test_id("stSliderThumbValue").inner_text().strip() == "3"
+    assert slider.get_by_test_id("stSliderThumbValue").inner_text().strip() == "2"
     ap.assert_alive()
     ap.screenshot("slider-shift-vs-blur")
     server.assert_healthy()
