@@ -1,0 +1,249 @@
+"""LPIPS as a loss: what optimising an image under each metric does (why MSE blurs; fooling the metric)."""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+import ui
+from lpips_core import loss_lab
+from lpips_core.elpips import ELPIPS
+from lpips_core.figures.loss import fooling_curves, fooling_ratios, loss_curves, sharpness_bars
+from lpips_core.images import load_image
+
+BLUR_KEY, FOOL_KEY = "lal_blur", "lal_fool"
+KEEP = 4  # results kept per experiment in this session
+STOP_REASON = {"steps": "its step budget", "time": "its time budget", "cancelled": "Stop"}
+
+
+# --------------------------------------------------------------------------- helpers
+def _fingerprint(image: np.ndarray) -> str:
+    return hashlib.blake2b(np.ascontiguousarray(image).tobytes(), digest_size=8).hexdigest()
+
+
+def _stored(kind: str) -> dict:
+    return st.session_state.setdefault(f"{kind}_results", {})
+
+
+def _store(kind: str, key: tuple, result) -> None:
+    results = _stored(kind)
+    results[key] = result
+    while len(results) > KEEP:
+        results.pop(next(iter(results)))
+
+
+def _stop(kind: str) -> None:
+    st.session_state[f"{kind}_stopped"] = True
+
+
+def _clear_stop(kind: str) -> None:
+    st.session_state[f"{kind}_stopped"] = False
+
+
+def _run_buttons(kind: str) -> bool:
+    """Run and Stop; Stop interrupts a running experiment (Streamlit reruns the page) and the
+    progress callback also checks the flag it sets."""
+    c1, c2, _ = st.columns([1, 1, 6])
+    run = c1.button("Run", key=f"{kind}_run", type="primary", on_click=_clear_stop, args=(kind,))
+    c2.button("Stop", key=f"{kind}_stop", on_click=_stop, args=(kind,))
+    if st.session_state.get(f"{kind}_stopped") and not run:
+        st.info("Stopped: that run was discarded. Press Run to start again.", icon=":material/stop_circle:")
+    return run
+
+
+def _progress(kind: str):
+    bar = st.progress(0.0, text="Starting…")
+
+    def report(fraction: float, message: str) -> bool:
+        bar.progress(fraction, text=message)
+        return not st.session_state.get(f"{kind}_stopped", False)
+    return bar, report
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def _sample(name: str, side: int) -> np.ndarray:
+    return load_image(ui.SAMPLES_DIR / f"{name}.png", max_side=side).array
+
+
+def _caption(label: str, run) -> str:
+    return f"{label} · {run.steps} steps (stopped by {STOP_REASON[run.stopped]})"
+
+
+# --------------------------------------------------------------------------- page
+st.title("LPIPS as a loss")
+st.markdown(
+    "Half of LPIPS's users never read a score: they train with it. Here an image is optimised "
+    "directly under each loss (no network is trained), small and fast enough to watch. "
+    "Every number below comes from the run you see; the runs are seeded."
+)
+
+device = ui.app_config().device
+lab = loss_lab.defaults(device)
+ref, ref_name = ui.reference()
+st.caption(f"Reference: {ui.md_escape(ref_name)} (sidebar) · device: {device} · defaults for a "
+           f"{'CPU' if device == 'cpu' else 'GPU'}: small images and budgets, each run ≤ "
+           f"{lab['blur']['max_seconds']:g} s")
+
+# ----------------------------------------------------------------- 1. why MSE blurs
+st.header("Why MSE training blurs")
+st.markdown(
+    "**What is optimised.** One image, to be as close as possible *on average* to K copies of the "
+    "reference shifted by up to ±s px — the situation of a network that must predict an edge whose "
+    "exact position it cannot know. Every loss starts from the same blurred image and runs Adam "
+    "for the same budget.\n\n"
+    "**What to look for.** Under MSE the answer is known in closed form: the mean of the copies, a "
+    "blur. The optimiser reaches it (the gap is printed below). The deep-feature losses do not "
+    "settle for the blur: they put high-frequency detail back — sometimes real edges, sometimes "
+    "texture or artifacts that were never in the reference (LPIPS as a loss has strange minima). "
+    "The sharpness chart makes that a number: the high-frequency energy (mean square of the "
+    "Laplacian) of each result divided by the reference's."
+)
+
+models = {
+    "LPIPS · AlexNet": ui.get_model("alex", "0.1", True),
+    "LPIPS · VGG16": ui.get_model("vgg", "0.1", True),
+    "ST-LPIPS · AlexNet": ui.get_metric_model("stlpips", "alex"),
+    "DISTS · VGG16": ui.get_metric_model("dists"),
+}
+models = {k: m for k, m in models.items() if m is not None}
+
+b = lab["blur"]
+with st.expander("Settings", expanded=False):
+    c1, c2, c3 = st.columns(3)
+    size = c1.select_slider("Working size (px)", [64, 96, 128], value=b["size"], key="lal_blur_size")
+    copies = c2.slider("Shifted copies K", 2, 16, b["copies"], key="lal_blur_copies")
+    max_shift = c3.slider("Largest shift s (px)", 1, 8, b["max_shift"], key="lal_blur_shift")
+    c4, c5, c6 = st.columns(3)
+    steps = c4.number_input("Steps per loss", 1, 1000, b["steps"], key="lal_blur_steps")
+    seconds = c5.number_input("Time budget, all losses (s)", 1.0, 600.0, float(b["max_seconds"]), 5.0,
+                              key="lal_blur_seconds")
+    seed = c6.number_input("Seed", 0, 10_000, 0, key="lal_blur_seed")
+    chosen = st.multiselect("Learned losses (MSE always runs)", list(models), default=list(models),
+                            key="lal_blur_losses")
+key = (_fingerprint(ref), int(size), int(copies), int(max_shift), int(steps), float(seconds), int(seed), tuple(chosen))
+if _run_buttons(BLUR_KEY):
+    bar, report = _progress(BLUR_KEY)
+    result = loss_lab.mse_blur_experiment(
+        ref, {k: models[k] for k in chosen}, size=int(size), copies=int(copies), max_shift=int(max_shift),
+        steps=int(steps), lr=b["lr"], seed=int(seed), max_seconds=float(seconds), progress=report)
+    bar.empty()
+    if not result.cancelled:
+        _store(BLUR_KEY, key, result)
+
+blur = _stored(BLUR_KEY).get(key)
+if blur is None:
+    st.info("Press **Run** to optimise (about "
+            f"{float(seconds):g} s at most with these settings).", icon=":material/play_arrow:")
+else:
+    runs = blur.runs
+    panels = [("reference (unshifted)", blur.reference), ("start (blurred)", blur.start),
+              (f"mean of the {len(blur.shifts)} copies", blur.mean)]
+    panels += [(_caption(label, run), run.image) for label, run in runs.items()]
+    cols = st.columns(len(panels))
+    for col, (caption, img) in zip(cols, panels):
+        col.image(img, caption=caption, clamp=True, width="stretch")
+    mse = runs.get(loss_lab.MSE_LABEL)
+    if mse is not None:
+        st.markdown(f"MSE's result differs from the mean of the copies by at most **{blur.mse_gap:.1e}** "
+                    f"per pixel (0–1 scale): the optimiser found the closed-form answer, a blur "
+                    f"(sharpness {blur.mean_sharpness:.3g} of the reference's).")
+    st.dataframe(pd.DataFrame([
+        {"loss": label, "steps": run.steps, "stopped by": STOP_REASON[run.stopped], "seconds": run.seconds,
+         "first loss": run.losses[0] if run.losses else float("nan"),
+         "last loss": run.losses[-1] if run.losses else float("nan"), "sharpness": run.sharpness}
+        for label, run in runs.items()]), hide_index=True, key="lal_blur_table",
+        column_config={c: st.column_config.NumberColumn(format="%.4g")
+                       for c in ("seconds", "first loss", "last loss", "sharpness")})
+    f1, f2 = st.columns(2)
+    f1.plotly_chart(loss_curves({k: r.losses for k, r in runs.items() if r.losses}), key="lal_blur_curves")
+    f2.plotly_chart(sharpness_bars({"mean of the copies": blur.mean_sharpness,
+                                    **{k: r.sharpness for k, r in runs.items()}}), key="lal_blur_sharpness")
+    st.caption(f"Shifts (dy, dx): {blur.shifts} · seed {blur.settings['seed']} · Adam, cosine learning rate "
+               f"from {blur.settings['lr']:g}, image clamped to [0, 1] · each loss in its own input convention.")
+
+# ----------------------------------------------------------------- 2. fooling
+st.header("Fooling the metric")
+st.markdown(
+    "**What is optimised.** Starting from the reference (the *source*), the image walks toward "
+    "another photo (the *target*) while the metric must keep rating it within ε of the source: "
+    "projected steps slide along the boundary d = ε. The result is checked once more at the end "
+    "(and pulled back toward the source if needed).\n\n"
+    "**What to look for.** How far the image got in pixels (RMS distance ÷ ε) while the metric "
+    "still called it nearly identical. Kettunen, Härkönen and Lehtinen (2019, §3.1, 30 OpenImages "
+    "images) reached **16.2 ± 0.8 × ε** for LPIPS-VGG (15.2 ± 0.7 for LPIPS-SqueezeNet) and only "
+    "**3.0 ± 0.2 × ε** for their E-LPIPS, with a far longer attack and their own ℓ2 scale: compare "
+    "the order of the metrics here, not the absolute numbers."
+)
+st.info(
+    "**ELPIPS here is not the published E-LPIPS model.** It applies E-LPIPS's random "
+    "transformations (translations, flips, axis swaps, colour-channel permutations, colour "
+    "scaling, downscaling) to both images and averages LPIPS-VGG (v0.1, lin) over them. The "
+    "published E-LPIPS also changes the network (average pooling, dropout, weights on every layer) "
+    "and has its own weights, which this app does not ship. The attack sees one random "
+    "transformation per step; the final check averages several with a fixed seed.",
+    icon=":material/info:")
+
+f = lab["fooling"]
+vgg = models.get("LPIPS · VGG16")
+fool_models = {"LPIPS · VGG16": vgg, "LPIPS · AlexNet": models.get("LPIPS · AlexNet")}
+if vgg is not None:
+    fool_models["ELPIPS (E-LPIPS transforms on LPIPS-VGG)"] = "elpips"
+fool_models = {k: m for k, m in fool_models.items() if m is not None}
+names = ui.sample_names()
+with st.expander("Settings", expanded=False):
+    c1, c2, c3 = st.columns(3)
+    target_name = c1.selectbox("Target photo", names, index=names.index("coffee") if "coffee" in names else 0,
+                               key="lal_fool_target")
+    eps = c2.select_slider("ε (allowed distance to the source)", [0.01, 0.02, 0.05, 0.1, 0.2], value=f["eps"],
+                           key="lal_fool_eps")
+    fsize = c3.select_slider("Working size (px)", [48, 64, 96, 128], value=f["size"], key="lal_fool_size")
+    c4, c5, c6 = st.columns(3)
+    fsteps = c4.number_input("Steps per metric", 1, 2000, f["steps"], key="lal_fool_steps")
+    fseconds = c5.number_input("Time budget, all metrics (s)", 1.0, 600.0, float(f["max_seconds"]), 5.0,
+                               key="lal_fool_seconds")
+    fseed = c6.number_input("Seed", 0, 10_000, 0, key="lal_fool_seed")
+    fchosen = st.multiselect("Metrics", list(fool_models), default=list(fool_models), key="lal_fool_metrics")
+target = _sample(target_name, 256)
+fkey = (_fingerprint(ref), target_name, float(eps), int(fsize), int(fsteps), float(fseconds), int(fseed),
+        tuple(fchosen))
+if _run_buttons(FOOL_KEY):
+    bar, report = _progress(FOOL_KEY)
+    chosen_models = {k: ELPIPS(vgg, seed=int(fseed)) if fool_models[k] == "elpips" else fool_models[k]
+                     for k in fchosen}
+    result = loss_lab.fooling_experiment(
+        ref, target, chosen_models, eps=float(eps), size=int(fsize), steps=int(fsteps), step_size=f["step_size"],
+        check_samples=f["check_samples"], seed=int(fseed), max_seconds=float(fseconds), progress=report)
+    bar.empty()
+    if not result.cancelled:
+        _store(FOOL_KEY, fkey, result)
+
+fool = _stored(FOOL_KEY).get(fkey)
+if fool is None:
+    st.info(f"Press **Run** to attack (about {float(fseconds):g} s at most with these settings).",
+            icon=":material/play_arrow:")
+else:
+    panels = [("source (the reference)", fool.source), (f"target: {target_name}", fool.target)]
+    panels += [(f"{label}: {run.ratio:.2f} × ε away, d = {run.distance:.3f}", run.image)
+               for label, run in fool.runs.items()]
+    cols = st.columns(len(panels))
+    for col, (caption, img) in zip(cols, panels):
+        col.image(img, caption=caption, clamp=True, width="stretch")
+    st.dataframe(pd.DataFrame([
+        {"metric": label, "RMS distance to source": run.l2, "÷ ε": run.ratio, "metric's distance": run.distance,
+         "± (std. error)": run.distance_stderr, "pulled back to": run.pullback, "steps": run.steps,
+         "stopped by": STOP_REASON[run.stopped], "seconds": run.seconds}
+        for label, run in fool.runs.items()]), hide_index=True, key="lal_fool_table",
+        column_config={c: st.column_config.NumberColumn(format="%.4g")
+                       for c in ("RMS distance to source", "÷ ε", "metric's distance", "± (std. error)",
+                                 "pulled back to", "seconds")})
+    f1, f2 = st.columns(2)
+    published = {"LPIPS-VGG (paper)": loss_lab.PUBLISHED_FOOLING["LPIPS-VGG"],
+                 "E-LPIPS (paper)": loss_lab.PUBLISHED_FOOLING["E-LPIPS"]}
+    f1.plotly_chart(fooling_ratios({k: r.ratio for k, r in fool.runs.items()}, published), key="lal_fool_ratios")
+    f2.plotly_chart(fooling_curves({k: (r.distances, r.l2s) for k, r in fool.runs.items()}, fool.eps),
+                    key="lal_fool_curves")
+    st.caption(f"Source to target: RMS {fool.source_to_target:.3f} · ε = {fool.eps:g} · "
+               f"{fool.settings['size']} px · seed {fool.settings['seed']} · RMS distance on the 0–1 pixel scale.")

@@ -1,0 +1,67 @@
+"""AppTest for the page "LPIPS as a loss" (issue 12): both experiments with small budgets.
+
+The page's numbers are compared with the library's, run here on the same inputs (the page is a
+thin caller of :mod:`lpips_core.loss_lab`); Stop is checked to discard a run and say so.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from lpips_core import LPIPS
+from lpips_core import loss_lab as L
+from apptest_helpers import frame, ok, row
+from ui import state
+
+PAGE = "app_pages/lpips_as_a_loss.py"
+
+
+def _clean(at):
+    ok(at)
+    assert not at.error, [e.value for e in at.error]
+    return at
+
+
+def _open(app):
+    at = _clean(app.run())
+    return _clean(at.switch_page(PAGE).run())
+
+
+def test_blur_experiment_runs_and_matches_the_library(app):
+    at = _open(app)
+    assert "Press **Run** to optimise" in " ".join(i.value for i in at.info)
+    at.select_slider(key="lal_blur_size").set_value(64)
+    at.slider(key="lal_blur_copies").set_value(3)
+    at.number_input(key="lal_blur_steps").set_value(3)
+    at.multiselect(key="lal_blur_losses").set_value(["LPIPS · AlexNet"])
+    _clean(at.button(key="lal_blur_run").click().run())
+    df = frame(at, "sharpness")
+    assert list(df["loss"]) == ["MSE", "LPIPS · AlexNet"]
+    ref = at.session_state[state.REF_IMAGE]
+    res = L.mse_blur_experiment(ref, {"LPIPS · AlexNet": LPIPS("alex")}, size=64, copies=3, max_shift=4, steps=3,
+                                max_seconds=None)  # the same seeded run, from the session's reference
+    for label in ("MSE", "LPIPS · AlexNet"):
+        got = row(df, "loss", label)
+        assert got["steps"] == 3 and got["stopped by"] == "its step budget"
+        assert got["sharpness"] == pytest.approx(res.runs[label].sharpness, rel=1e-3)
+    ids = [c.proto.id for c in at.get("plotly_chart")]
+    assert any("lal_blur_curves" in i for i in ids) and any("lal_blur_sharpness" in i for i in ids)
+    assert any("closed-form answer" in m.value for m in at.markdown)
+
+
+def test_fooling_runs_and_stop_discards(app):
+    at = _open(app)
+    at.number_input(key="lal_fool_steps").set_value(2)
+    at.select_slider(key="lal_fool_size").set_value(48)
+    at.multiselect(key="lal_fool_metrics").set_value(["LPIPS · AlexNet"])
+    _clean(at.button(key="lal_fool_run").click().run())
+    df = frame(at, "÷ ε")
+    got = row(df, "metric", "LPIPS · AlexNet")
+    assert got["steps"] == 2 and got["metric's distance"] <= 0.05 + 1e-9
+    assert got["÷ ε"] == pytest.approx(got["RMS distance to source"] / 0.05, rel=1e-6)
+    assert any("not the published E-LPIPS" in i.value for i in at.info)
+    _clean(at.button(key="lal_fool_stop").click().run())
+    assert any("Stopped" in i.value for i in at.info)
+    # the finished run stays cached: the table is still there after Stop
+    assert np.isfinite(frame(at, "÷ ε")["÷ ε"]).all()
