@@ -209,12 +209,18 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=main.__doc__)
     p.add_argument("images", nargs="+")
     p.add_argument("--side", type=int, default=256, help="the app's working size (longer side, px)")
-    p.add_argument("--nets", nargs="+", default=["alex", "vgg"])
+    p.add_argument("--nets", nargs="+", default=["alex", "vgg"], help="LPIPS backbones")
+    p.add_argument("--others", nargs="*", default=["stlpips:alex"],
+                   help="further metric:net pairs (the app's successors on a CPU: stlpips:alex)")
     args = p.parse_args(argv)
     models = {net: metric_registry.build("lpips", net) for net in args.nets}
+    others = {}
+    for spec in args.others:
+        metric, _, net = spec.partition(":")
+        others[spec] = (metric, metric_registry.build(metric, net or None))
     for path in args.images:
         ref = load_image(path, max_side=args.side).array
-        lesson_sweeps(ref, models)
+        lesson_sweeps(ref, models, others)
         print(f"{path}: cached in {cache_dir()}")
     return 0
 
