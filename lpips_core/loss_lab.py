@@ -510,7 +510,8 @@ def fooling_experiment(
 
     and clamps ``x`` to ``[0, 1]``. Every step whose own ``d ≤ eps`` is a candidate; the one closest
     to the target is kept. A final check enforces the constraint: the candidate ``c`` is accepted
-    when ``check(c) ≤ eps``, else the largest ``t`` (bisection, :data:`HALVINGS` halvings) with
+    when ``check(c) ≤ eps``, else the largest ``t`` (bisection, :data:`HALVINGS` halvings, fewer when
+    the time budget runs out) with
     ``check(source + t·(c − source)) ≤ eps`` is taken. ``check`` is the metric itself for
     LPIPS-like models and, for ELPIPS, the mean over ``check_samples`` transformations of a fixed
     seed. The reported ``l2`` is the RMS pixel distance (``[0, 1]`` units) between the source and
@@ -560,10 +561,10 @@ def fooling_experiment(
         s, t = src.to(dev), tgt.to(dev)
         dist = _distance_to(model, s)
         check = _checker(model, s, samples=check_samples, seed=seed + 1)
-        if deadline is not None:  # keep time for the final check: one timed call, HALVINGS more at most
+        if deadline is not None:  # keep time for the final check (one timed call; the halvings stop at the deadline)
             t_check = time.perf_counter()
             check(s)
-            deadline -= (HALVINGS + 1) * (time.perf_counter() - t_check)
+            deadline -= 2 * (time.perf_counter() - t_check)
         x = s.clone()
         best, best_pull = s.clone(), pull0
         ds: list[float] = []
@@ -588,10 +589,12 @@ def fooling_experiment(
                 best, best_pull = x.clone(), pv
             x = _project_step(x, dv, g, t, eps=eps, step=step_size * 0.5 * (1 + math.cos(math.pi * p))).clamp(0, 1)
         final, tt = best, 1.0
-        dist_final, se = check(best)
+        dist_final, se = check(best) if best_pull < pull0 else (0.0, 0.0)  # no candidate: the source itself
         if dist_final > eps:
             lo, hi, lo_val = 0.0, 1.0, (0.0, 0.0)
             for _ in range(HALVINGS):
+                if budget.deadline is not None and time.perf_counter() >= budget.deadline:
+                    break  # out of time: keep the last t that passed (0 at worst: the source)
                 mid = 0.5 * (lo + hi)
                 val = check(s + mid * (best - s))
                 if val[0] <= eps:
