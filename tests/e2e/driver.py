@@ -372,6 +372,12 @@ class AppPage:
         thumb.focus()
         self.rerun(lambda: thumb.press(key))
 
+    def set_toggle(self, label: str, on: bool) -> None:
+        """Switch the main area's toggle whose label starts with ``label`` on or off (waits for the rerun)."""
+        box = self.page.get_by_test_id("stMain").get_by_test_id("stCheckbox").filter(has_text=label)
+        if box.locator("input").first.is_checked() != on:
+            self.rerun(lambda: box.locator("label").first.click())
+
     def reference_expander(self):
         """The sidebar's "Reference image" expander, opened."""
         exp = self.sidebar().get_by_test_id("stExpander").filter(has_text="Reference image")
