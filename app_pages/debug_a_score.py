@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
 import io
 import math
+import threading
+from collections import OrderedDict
 
 import pandas as pd
 import streamlit as st
@@ -11,6 +14,7 @@ import streamlit as st
 import ui
 from lpips_core.conventions import RESIZE_METHODS
 from lpips_core.diagnostics import (
+    CHECKS,
     NATIVE_MAX_SIDE,
     SIZE_POLICY,
     Diagnosis,
@@ -37,17 +41,80 @@ def load(data: bytes, name: str, max_side: int, min_side: int) -> LoadedImage | 
         return str(exc)
 
 
-@st.cache_data(show_spinner=False, max_entries=8)
+#: Finished diagnoses kept for the whole server (a slider or a download reruns the page).
+FINISHED_KEPT = 8
+
+
+@st.cache_resource(show_spinner=False)
+def _finished() -> tuple[OrderedDict, threading.Lock]:
+    """The server's last :data:`FINISHED_KEPT` finished diagnoses (or refusals), by content, and their lock."""
+    return OrderedDict(), threading.Lock()
+
+
 def run(ref_data: bytes, ref_name: str, test_data: bytes, test_name: str, resolution: str, working_side: int,
-        method: str, net: str, version: str, lin: bool, _model) -> Diagnosis | str:
-    """:func:`diagnose_files` on the two files as uploaded; the reason (a ``str``) when it cannot run."""
+        method: str, net: str, version: str, lin: bool, model, progress) -> Diagnosis | str:
+    """:func:`diagnose_files` on the two files as uploaded (``progress`` sees the score first, then each
+    check); the reason (a ``str``) when it cannot run. Finished results are reused by content."""
+    digest = [hashlib.blake2b(d, digest_size=16).hexdigest() for d in (ref_data, test_data)]
+    key = (*digest, ref_name, test_name, resolution, working_side, method, net, version, lin)
+    done, lock = _finished()
+    with lock:
+        if key in done:
+            done.move_to_end(key)
+            return done[key]
     try:
-        return diagnose_files(_model, ref_data, test_data, reference_name=ref_name, test_name=test_name,
-                              resolution=resolution, working_side=working_side, method=method)
+        out = diagnose_files(model, ref_data, test_data, reference_name=ref_name, test_name=test_name,
+                             resolution=resolution, working_side=working_side, method=method,
+                             progress=progress)
     except ImageLoadError as exc:
-        return str(exc)
+        out = str(exc)
     except ValueError as exc:  # e.g. an image the backbone cannot take even after upscaling
-        return f"The pair could not be scored: {exc}"
+        out = f"The pair could not be scored: {exc}"
+    with lock:
+        done[key] = out
+        while len(done) > FINISHED_KEPT:
+            done.popitem(last=False)
+    return out
+
+
+def score_row(diag: Diagnosis, net_label: str) -> None:
+    """The pair's LPIPS, MSE, PSNR and SSIM in one row of metrics, and where the pair was scored."""
+    size = diag.native_size
+    (rh, rw), (th, tw), (sh, sw) = size["reference_hw"], size["test_hw"], size["scored_hw"]
+    m = st.columns(4)
+    m[0].metric(f"LPIPS ({net_label})", f"{diag.score:.4f}")
+    m[1].metric("MSE", f"{diag.classic['mse']:.5f}")
+    m[2].metric("PSNR (dB)", ui.fmt(diag.classic["psnr"], 2))
+    m[3].metric("SSIM", "n/a" if not math.isfinite(diag.classic["ssim"]) else f"{diag.classic['ssim']:.4f}")
+    st.caption(f"Scored at {sh}×{sw} px (H×W); the reference file is {rh}×{rw} px, the test file {th}×{tw} px. "
+               "Offsets are in the reference file's pixels.")
+
+
+def summary_frame(diag: Diagnosis) -> pd.DataFrame:
+    """The ranked findings, one row per check run so far."""
+    return pd.DataFrame([{"id": f.check_id, "check": f.name, "status": f.status, "finding": f.finding,
+                          "what if": f.counterfactual or "—", "score as is": f.as_is,
+                          "counterfactual score": f.score, "change": f.change} for f in diag.ranking])
+
+
+SUMMARY_COLUMNS = ("check", "status", "finding", "what if", "score as is", "counterfactual score", "change")
+SUMMARY_FORMAT = {c: st.column_config.NumberColumn(format="%.4f")
+                  for c in ("score as is", "counterfactual score", "change")}
+CHECK_NAMES = {spec.id: spec.name for spec in CHECKS}
+
+
+def show_partial(box, diag: Diagnosis, net_label: str) -> None:
+    """The score at once, then the ranking as each check's counterfactuals come in (replaced when done)."""
+    with box.container():
+        st.subheader("What moves this score, largest first")
+        score_row(diag, net_label)
+        done = len(CHECKS) - len(diag.pending)
+        st.info(f"Checks {done} of {len(CHECKS)} done; now: {CHECK_NAMES[diag.pending[0]]}. Each check scores "
+                "the pair again under a counterfactual (another size, range, background, alignment…), so the "
+                "ranking fills in over the next seconds.", icon=":material/hourglass_top:")
+        if diag.ranking:
+            st.dataframe(summary_frame(diag), hide_index=True, column_order=SUMMARY_COLUMNS,
+                         column_config=SUMMARY_FORMAT)
 
 
 st.title("Debug a score")
@@ -95,34 +162,23 @@ st.caption(f"When the two files differ in size, {SIZE_POLICY}. At the files' own
 model = ui.get_model()
 if model is None:
     st.stop()
-with st.spinner("Running the checks…"):
+net_label = ui.NET_LABELS[cfg.net]
+box = st.empty()
+with st.spinner("Scoring the pair…"):
     diag = run(ref_data, ref_name, test_data, test_name, resolution, max_side, method, cfg.net, cfg.version,
-               cfg.lin, model)
+               cfg.lin, model, lambda partial: show_partial(box, partial, net_label))
+box.empty()
 if isinstance(diag, str):
     st.error(ui.md_escape(diag))
     st.stop()
 
-size = diag.native_size
-(rh, rw), (th, tw), (sh, sw) = size["reference_hw"], size["test_hw"], size["scored_hw"]
 st.subheader("What moves this score, largest first")
-m = st.columns(4)
-m[0].metric(f"LPIPS ({ui.NET_LABELS[cfg.net]})", f"{diag.score:.4f}")
-m[1].metric("MSE", f"{diag.classic['mse']:.5f}")
-m[2].metric("PSNR (dB)", ui.fmt(diag.classic["psnr"], 2))
-m[3].metric("SSIM", "n/a" if not math.isfinite(diag.classic["ssim"]) else f"{diag.classic['ssim']:.4f}")
-st.caption(f"Scored at {sh}×{sw} px (H×W); the reference file is {rh}×{rw} px, the test file {th}×{tw} px. "
-           "Offsets are in the reference file's pixels.")
-if size["downscaled"]:
-    st.info(f"A file is larger than {size['max_side']} px on its longer side: both were downscaled to score "
-            "them (the checks still read the files at full size).", icon=":material/photo_size_select_large:")
-st.dataframe(
-    pd.DataFrame([{"id": f.check_id, "check": f.name, "status": f.status, "finding": f.finding,
-                   "what if": f.counterfactual or "—", "score as is": f.as_is,
-                   "counterfactual score": f.score, "change": f.change} for f in diag.ranking]),
-    hide_index=True, key="dbg_summary", column_order=("check", "status", "finding", "what if", "score as is",
-                                                       "counterfactual score", "change"),
-    column_config={c: st.column_config.NumberColumn(format="%.4f")
-                   for c in ("score as is", "counterfactual score", "change")})
+score_row(diag, net_label)
+if diag.native_size["downscaled"]:
+    st.info(f"A file is larger than {diag.native_size['max_side']} px on its longer side: both were downscaled "
+            "to score them (the checks still read the files at full size).", icon=":material/photo_size_select_large:")
+st.dataframe(summary_frame(diag), hide_index=True, key="dbg_summary", column_order=SUMMARY_COLUMNS,
+             column_config=SUMMARY_FORMAT)
 i1, i2 = st.columns(2)
 i1.image(diag.reference, caption="reference", clamp=True, width="stretch")
 i1.caption(ui.md_escape(ref_name))
@@ -155,7 +211,7 @@ with c1:
     st.plotly_chart(map_overlay(diag.test, diag.spatial_map, opacity=opacity,
                                 title=f"Spatial map (mean {diag.spatial_map.mean():.4f} = LPIPS)"), key="dbg_map")
 with c2:
-    st.plotly_chart(per_layer_bars({ui.NET_LABELS[cfg.net]: (diag.layer_names, diag.per_layer)},
+    st.plotly_chart(per_layer_bars({net_label: (diag.layer_names, diag.per_layer)},
                                    title="Per-layer terms"), key="dbg_layers")
 
 report = build_report(diag, versions=library_versions({"streamlit": st.__version__}),

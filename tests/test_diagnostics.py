@@ -416,3 +416,23 @@ def test_rank_checks_orders_by_absolute_change():
     assert [(r.check_id, r.counterfactual, r.change) for r in rows] == [
         ("alpha", "a", pytest.approx(-0.4)), ("grayscale", "g", pytest.approx(0.35)),
         ("misalignment", "x", pytest.approx(-0.2)), ("size", None, None)]
+
+
+def test_diagnose_files_reports_progress_score_first(alex, uploaded):
+    """``progress`` sees the finished score before any check, then one more check each time; the
+    partials agree with the finished diagnosis (the page shows the score while the checks run)."""
+    ref_png, test_jpg, final = uploaded
+    seen = []
+    d = dg.diagnose_files(alex, ref_png, test_jpg, reference_name="ref.png", test_name="test.jpg",
+                          progress=seen.append)
+    assert d.complete and d.pending == () and d.score == pytest.approx(final.score, abs=1e-7)
+    assert len(seen) == len(dg.CHECKS)
+    assert [len(p.checks) for p in seen] == list(range(len(dg.CHECKS)))
+    assert [p.pending for p in seen] == [dg.CHECK_IDS[i:] for i in range(len(dg.CHECKS))]
+    assert not any(p.complete for p in seen)
+    for p in seen:
+        assert p.score == d.score and np.array_equal(p.spatial_map, d.spatial_map)
+        assert p.classic == d.classic and p.native_size == d.native_size and p.config == d.config
+        assert [c.id for c in p.checks] == list(dg.CHECK_IDS[:len(p.checks)])
+        assert sorted(f.check_id for f in p.ranking) == sorted(c.id for c in p.checks)
+    assert [c.delta for c in seen[-1].checks] == [c.delta for c in d.checks[:-1]]

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import io
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import numpy as np
@@ -50,6 +51,9 @@ class Diagnosis:
         native_size: ``{"reference_hw", "test_hw"}`` the files' own sizes, ``"scored_hw"`` the size
             the pair was scored at, ``"resolution"`` (``"native"`` or ``"working"``), ``"max_side"``
             the cap applied, ``"downscaled"`` (whether the cap shrank a file) and ``"policy"``.
+        pending: the ids of the checks not run yet (empty in a finished diagnosis; a partial one,
+            passed to ``progress`` while :func:`diagnose` runs, has the score, maps and classic
+            metrics and the checks done so far, ranked).
     """
 
     reference: np.ndarray
@@ -68,6 +72,12 @@ class Diagnosis:
     config: dict[str, Any]
     ranking: list[Finding] = field(default_factory=list)
     native_size: dict[str, Any] = field(default_factory=dict)
+    pending: tuple[str, ...] = ()
+
+    @property
+    def complete(self) -> bool:
+        """Whether every check has run (``pending`` is empty)."""
+        return not self.pending
 
     def check(self, check_id: str) -> Check:
         """The check with id ``check_id`` (see :data:`CHECK_IDS`).
@@ -95,6 +105,7 @@ def diagnose(
     originals: tuple[LoadedImage, LoadedImage] | None = None,
     other_size: tuple[str, np.ndarray, np.ndarray] | None = None,
     test_file: bytes | None = None,
+    progress: Callable[[Diagnosis], None] | None = None,
 ) -> Diagnosis:
     """Run every check of :data:`CHECKS` on a pair and compute where its distance comes from.
 
@@ -110,9 +121,13 @@ def diagnose(
         reference_alpha_dropped, test_alpha_dropped: ``(H, W, 3)`` the files' RGB with alpha
             ignored (:func:`~lpips_core.diagnostics.alpha_dropped`), ``None`` skips it.
         originals, other_size, test_file: see :class:`PairContext` (:func:`diagnose_files` fills them).
+        progress: called with a partial :class:`Diagnosis` as soon as the pair is scored (no checks
+            yet, every id ``pending``) and again after each check (the checks so far, ranked), so a
+            caller can show the score while the counterfactuals are computed. Not called with the
+            finished diagnosis, which is returned.
 
     Returns:
-        A :class:`Diagnosis`.
+        A :class:`Diagnosis` (``complete``).
 
     Raises:
         ValueError: ``method`` is not one of :data:`RESIZE_METHODS`.
@@ -133,21 +148,30 @@ def diagnose(
     ctx = PairContext(model, reference, test, ref, tst, score, method, convention,
                       reference_on_black, test_on_black, reference_alpha_dropped, test_alpha_dropped,
                       originals, other_size, test_file)
-    checks = run_checks(ctx, CHECKS)
     files = ctx.files
     config = {
         "net": model.net, "version": model.version, "lin": model.lin, "convention": convention,
         "size": f"reference size {size[0]}×{size[1]} (H×W)", "resize_method": method,
         "weights": model.weights, "device": str(model.device),
     }
-    return Diagnosis(
+    partial = Diagnosis(
         reference=ref, test=tst, score=score, per_layer=result.per_layer[0].numpy(),
         layer_names=tuple(result.layer_names), spatial_map=layer_maps.sum(0), layer_maps=layer_maps,
-        classic=classic, checks=checks, resize_options=ctx.resize_options, alignment=ctx.alignment,
-        blockiness=ctx.blockiness, facts=ctx.facts, config=config, ranking=rank_checks(checks, score),
+        classic=classic, checks=[], resize_options=[], alignment=None, blockiness={}, facts=ctx.facts,
+        config=config, ranking=[],
         native_size={"reference_hw": list(files[0].size), "test_hw": list(files[1].size),
                      "scored_hw": list(size), "policy": SIZE_POLICY},
+        pending=tuple(spec.id for spec in CHECKS),
     )
+    checks: list[Check] = []
+    for i, spec in enumerate(CHECKS):
+        if progress is not None:
+            progress(partial)
+        checks += run_checks(ctx, (spec,))
+        partial = replace(partial, checks=list(checks), ranking=rank_checks(checks, score),
+                          pending=tuple(s.id for s in CHECKS[i + 1:]))
+    return replace(partial, resize_options=ctx.resize_options, alignment=ctx.alignment,
+                   blockiness=ctx.blockiness, facts=ctx.facts)
 
 
 def _load(data: bytes, name: str, **opts) -> LoadedImage:
@@ -168,6 +192,7 @@ def diagnose_files(
     max_side: int = NATIVE_MAX_SIDE,
     method: str = "bilinear",
     convention: str = "[-1,1]",
+    progress: Callable[[Diagnosis], None] | None = None,
 ) -> Diagnosis:
     """Diagnose two files as uploaded: scored at their own resolution, every check on the originals.
 
@@ -183,6 +208,7 @@ def diagnose_files(
         reference, test: the raw file bytes; ``reference_name``/``test_name`` label messages.
         resolution: ``"native"`` (default) or ``"working"``.
         working_side, max_side: longer-side limits (pixels, ``>= 1``).
+        progress: as in :func:`diagnose` (the partial diagnoses carry the size facts already).
 
     Raises:
         ValueError: ``resolution`` or a side is invalid, or ``method`` unknown.
@@ -211,11 +237,17 @@ def diagnose_files(
     other = "working" if resolution == "native" else "native"
     other_label = "the working size" if other == "working" else "native size"
     r2, t2 = (_load(d, n, max_side=sides[other], min_side=low) for d, n in files)
-    d = diagnose(model, r, t, method=method, convention=convention, reference_on_black=black[0],
-                 test_on_black=black[1], reference_alpha_dropped=dropped[0], test_alpha_dropped=dropped[1],
-                 originals=originals, other_size=(other_label, r2.array, t2.array), test_file=test)
-    d.native_size.update(resolution=resolution, max_side=side,
-                         downscaled=bool(r.downscaled_from or t.downscaled_from))
-    d.config["size"] = (f"{'native' if resolution == 'native' else 'working'} size, longer side capped at "
-                        f"{side} px: scored at {r.size[0]}×{r.size[1]} (H×W); {SIZE_POLICY}")
-    return d
+    downscaled = bool(r.downscaled_from or t.downscaled_from)
+    size_text = (f"{'native' if resolution == 'native' else 'working'} size, longer side capped at "
+                 f"{side} px: scored at {r.size[0]}×{r.size[1]} (H×W); {SIZE_POLICY}")
+
+    def finish(d: Diagnosis) -> Diagnosis:
+        return replace(d, native_size={**d.native_size, "resolution": resolution, "max_side": side,
+                                       "downscaled": downscaled},
+                       config={**d.config, "size": size_text})
+
+    return finish(diagnose(
+        model, r, t, method=method, convention=convention, reference_on_black=black[0],
+        test_on_black=black[1], reference_alpha_dropped=dropped[0], test_alpha_dropped=dropped[1],
+        originals=originals, other_size=(other_label, r2.array, t2.array), test_file=test,
+        progress=None if progress is None else (lambda p: progress(finish(p)))))
