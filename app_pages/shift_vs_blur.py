@@ -7,6 +7,9 @@ from :func:`lpips_core.shift_blur.sweep` (cached in memory and on disk, keyed by
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Sequence
+
 import numpy as np
 import pandas as pd
 import streamlit as st
@@ -44,33 +47,70 @@ def stripes_lesson() -> dict:
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
-def copy_of(ref: np.ndarray, kind: str, value: float) -> np.ndarray:
-    return distorted(ref, kind, value)
+def copy_of(ref_id: str, _ref: np.ndarray, kind: str, value: float) -> np.ndarray:
+    return distorted(_ref, kind, value)
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
-def classic(ref: np.ndarray, kind: str, value: float) -> dict[str, float]:
-    img = copy_of(ref, kind, value)
-    return {"MSE": metrics.mse(ref, img), "PSNR (dB)": metrics.psnr(ref, img), "SSIM": metrics.ssim(ref, img)}
+def classic(ref_id: str, _ref: np.ndarray, kind: str, value: float) -> dict[str, float]:
+    img = copy_of(ref_id, _ref, kind, value)
+    return {"MSE": metrics.mse(_ref, img), "PSNR (dB)": metrics.psnr(_ref, img), "SSIM": metrics.ssim(_ref, img)}
 
 
-@st.cache_data(show_spinner=False, max_entries=64)
-def pair_scores(ref: np.ndarray, s: float, sigma: float, metric: str, config: tuple, _model) -> tuple[float, float]:
-    """The shifted and the blurred copy's distances, in one batch (an unchanged copy scores 0 without
-    a pass); cached by content, the two values and ``config`` (the model's identity: the model is not hashed)."""
-    todo = [(k, v) for k, v in (("shift", s), ("blur", sigma)) if v != 0]
-    out = {"shift": 0.0, "blur": 0.0}
-    if todo:
-        res = metric_many(_model, ref, [copy_of(ref, k, v) for k, v in todo], metric=metric)
-        out.update(zip((k for k, _ in todo), (float(t) for t in res.total)))
-    return out["shift"], out["blur"]
+@st.cache_data(show_spinner=False, max_entries=256)
+def copy_score(ref_id: str, _ref: np.ndarray, kind: str, value: float, metric: str, config: tuple, _model) -> float:
+    """One copy's distance (an unchanged copy scores 0 without a pass); cached by content, the copy
+    and ``config`` (the model's identity: the model itself is not hashed)."""
+    if value == 0:
+        return 0.0
+    return float(metric_many(_model, _ref, [copy_of(ref_id, _ref, kind, value)], metric=metric).total[0])
+
+
+#: Swept distances kept for the whole server before the table is emptied (a few KB).
+SWEPT_KEPT = 20_000
+
+
+@st.cache_resource(show_spinner=False)
+def swept() -> dict:
+    """Distances the sweeps below have computed, server-wide: ``(reference digest, kind, value,
+    metric, config) → distance``. A slider step onto a swept value reads its number here instead
+    of passing the copy through every network again (the sweep computed the same distance)."""
+    return {}
+
+
+def remember(ref_id: str, kind: str, values: Sequence[float], totals: Sequence[float], metric: str,
+             config: tuple) -> None:
+    table = swept()
+    if len(table) > SWEPT_KEPT:
+        table.clear()
+    table.update({(ref_id, kind, float(v), metric, config): float(t) for v, t in zip(values, totals)})
+
+
+def distance(ref: np.ndarray, ref_id: str, kind: str, value: float, metric: str, config: tuple, model) -> float:
+    """The copy's distance: from a sweep when one has covered it, else one pass (:func:`copy_score`)."""
+    known = swept().get((ref_id, kind, float(value), metric, config))
+    return known if known is not None else copy_score(ref_id, ref, kind, value, metric, config, model)
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
-def curve(ref: np.ndarray, kind: str, values: tuple[float, ...], metric: str, config: tuple, _model,
+def curve(ref_id: str, _ref: np.ndarray, kind: str, values: tuple[float, ...], metric: str, config: tuple, _model,
           maps_at: tuple[float, ...] = ()) -> dict:
     """:func:`lpips_core.shift_blur.sweep` (disk-cached), also cached in memory per session server."""
-    return sweep(_model, ref, kind, values, metric=metric, maps_at=maps_at)
+    return sweep(_model, _ref, kind, values, metric=metric, maps_at=maps_at)
+
+
+@st.cache_resource(show_spinner=False)
+def stripes_figure():
+    """The 8×8 stripes lesson's figure (the same for everyone; built once per server)."""
+    lesson = stripes_lesson()
+    return pixel_grid({"reference": lesson["reference"], **lesson["copies"]})
+
+
+@st.cache_resource(show_spinner=False, max_entries=16)
+def why_maps_figure(ref_id: str, config: tuple, sigma: float, _maps: dict, _names: tuple):
+    """:func:`layer_maps_by_shift` for one reference, model and blur σ (built once; a shift slider
+    step does not change it). The figure is only read by ``st.plotly_chart``."""
+    return layer_maps_by_shift(_maps, _names)
 
 
 def section(title: str, present: bool):
@@ -90,6 +130,7 @@ st.markdown(
     "Pixel metrics see it the other way round. Deep features, and so LPIPS, get much closer to what we see."
 )
 ref, ref_name = ui.reference()
+ref_id = hashlib.blake2b(ref.tobytes(), digest_size=16).hexdigest() + f"-{ref.shape}"
 cfg = ui.app_config()
 H, W = ref.shape[:2]
 st.caption(f"Reference: {ui.md_escape(ref_name)} · {H}×{W} px · "
@@ -99,7 +140,7 @@ c1, c2 = st.columns(2)
 s = float(c1.slider("Shift (px, to the right)", 0, 8, int(DEFAULT_SHIFT), 1, key="svb_shift"))
 sigma = float(c2.slider("Blur σ (px)", 0.0, 3.0, DEFAULT_SIGMA, 0.25, key="svb_blur"))
 
-shifted, blurred = copy_of(ref, "shift", s), copy_of(ref, "blur", sigma)
+shifted, blurred = copy_of(ref_id, ref, "shift", s), copy_of(ref_id, ref, "blur", sigma)
 (d_shift, g_shift), (d_blur, g_blur) = abs_difference(shifted, ref), abs_difference(blurred, ref)
 for col, img, cap in zip(st.columns(5), (ref, shifted, blurred, d_shift, d_blur),
                          ("reference", f"shifted {s:g} px", f"blurred σ = {sigma:g}",
@@ -114,12 +155,13 @@ chosen = ui.successor_picker("svb_successors")
 succ_models = {sid: m for sid, m in ui.successor_models(chosen).items() if m is not None}
 succ_name = {sid: ui.successor_label(sid) for sid in succ_models}
 
-rows = {name: [classic(ref, "shift", s)[name], classic(ref, "blur", sigma)[name]] for name in ("MSE", "PSNR (dB)", "SSIM")}
+rows = {name: [classic(ref_id, ref, "shift", s)[name], classic(ref_id, ref, "blur", sigma)[name]] for name in ("MSE", "PSNR (dB)", "SSIM")}
 for net, m in models.items():
-    rows[lpips_name[net]] = list(pair_scores(ref, s, sigma, LPIPS, (net, cfg.version, cfg.lin), m))
+    rows[lpips_name[net]] = [distance(ref, ref_id, k, v, LPIPS, (net, cfg.version, cfg.lin), m)
+                             for k, v in (("shift", s), ("blur", sigma))]
 for sid, m in succ_models.items():
     metric, net = ui.SUCCESSORS[sid]
-    rows[succ_name[sid]] = list(pair_scores(ref, s, sigma, metric, (net,), m))
+    rows[succ_name[sid]] = [distance(ref, ref_id, k, v, metric, (net,), m) for k, v in (("shift", s), ("blur", sigma))]
 
 highlight = lpips_name.get(cfg.net)
 ratios = {"MSE": rows["MSE"][0] / rows["MSE"][1] if rows["MSE"][1] > 0 else float("nan"),
@@ -174,7 +216,7 @@ with stripes_slot:
     mse_shift, mse_blur = (r["MSE"] for r in lesson["rows"])
     st.markdown("Every row of the reference reads `0 0 1 1 0 0 1 1`. One copy is shifted right by one pixel "
                 "(wrapping around), the other blurred with the kernel ¼[1 2 1] (wrapping around).")
-    st.plotly_chart(pixel_grid({"reference": lesson["reference"], **lesson["copies"]}), key="svb_stripes_fig")
+    st.plotly_chart(stripes_figure(), key="svb_stripes_fig")
     st.dataframe(pd.DataFrame(lesson["rows"]), hide_index=True, key="svb_stripes_table",
                  column_config={"MSE": st.column_config.NumberColumn(format="%.4f"),
                                 "PSNR (dB)": st.column_config.NumberColumn(format="%.2f")})
@@ -188,13 +230,13 @@ if why_net is not None:
         m = models[why_net]
         key = (why_net, cfg.version, cfg.lin)
         with st.spinner("Each layer's maps for the shifts…"):
-            sh = curve(ref, "shift", SHIFTS, LPIPS, key, m, maps_at=MAP_SHIFTS)
-            bl = curve(ref, "blur", (sigma,), LPIPS, key, m, maps_at=(sigma,) if sigma else ())
+            sh = curve(ref_id, ref, "shift", SHIFTS, LPIPS, key, m, maps_at=MAP_SHIFTS)
+            bl = curve(ref_id, ref, "blur", (sigma,), LPIPS, key, m, maps_at=(sigma,) if sigma else ())
         names = sh["layer_names"]
         rows_maps = {f"shift {v:g} px": sh["maps"][k] for k, v in enumerate(MAP_SHIFTS)}
         if bl["maps"] is not None:
             rows_maps[f"blur σ = {sigma:g}"] = bl["maps"][0]
-        st.plotly_chart(layer_maps_by_shift(rows_maps, names), key="svb_why_maps")
+        st.plotly_chart(why_maps_figure(ref_id, key, sigma, rows_maps, tuple(names)), key="svb_why_maps")
         blur_terms = bl["per_layer"][0]
         if sigma > 0 and np.all(blur_terms > 0):
             idx = [SHIFTS.index(v) for v in SHIFTS if v > 0]
@@ -207,17 +249,21 @@ if why_net is not None:
 
 with curves_slot:
     with st.spinner("Running the sweeps through the networks (once per reference; cached on disk)…"):
-        series_shift = {name: [classic(ref, "shift", v)[name] for v in SHIFTS] for name in ("MSE", "PSNR (dB)", "SSIM")}
-        series_blur = {name: [classic(ref, "blur", v)[name] for v in SIGMAS] for name in ("MSE", "PSNR (dB)", "SSIM")}
+        series_shift = {name: [classic(ref_id, ref, "shift", v)[name] for v in SHIFTS] for name in ("MSE", "PSNR (dB)", "SSIM")}
+        series_blur = {name: [classic(ref_id, ref, "blur", v)[name] for v in SIGMAS] for name in ("MSE", "PSNR (dB)", "SSIM")}
         for net, m in models.items():
             key = (net, cfg.version, cfg.lin)
             maps_at = MAP_SHIFTS if net == why_net else ()  # the same call as the "why" figure: one sweep
-            series_shift[lpips_name[net]] = curve(ref, "shift", SHIFTS, LPIPS, key, m, maps_at=maps_at)["total"]
-            series_blur[lpips_name[net]] = curve(ref, "blur", SIGMAS, LPIPS, key, m)["total"]
+            series_shift[lpips_name[net]] = curve(ref_id, ref, "shift", SHIFTS, LPIPS, key, m, maps_at=maps_at)["total"]
+            series_blur[lpips_name[net]] = curve(ref_id, ref, "blur", SIGMAS, LPIPS, key, m)["total"]
+            remember(ref_id, "shift", SHIFTS, series_shift[lpips_name[net]], LPIPS, key)
+            remember(ref_id, "blur", SIGMAS, series_blur[lpips_name[net]], LPIPS, key)
         for sid, m in succ_models.items():
             metric, net = ui.SUCCESSORS[sid]
-            series_shift[succ_name[sid]] = curve(ref, "shift", SHIFTS, metric, (net,), m)["total"]
-            series_blur[succ_name[sid]] = curve(ref, "blur", SIGMAS, metric, (net,), m)["total"]
+            series_shift[succ_name[sid]] = curve(ref_id, ref, "shift", SHIFTS, metric, (net,), m)["total"]
+            series_blur[succ_name[sid]] = curve(ref_id, ref, "blur", SIGMAS, metric, (net,), m)["total"]
+            remember(ref_id, "shift", SHIFTS, series_shift[succ_name[sid]], metric, (net,))
+            remember(ref_id, "blur", SIGMAS, series_blur[succ_name[sid]], metric, (net,))
     extra_rows = tuple(r for r in EXTRA_ROWS if any(name.startswith(r) for name in succ_name.values()))
     st.plotly_chart(
         sweep_curves({"shift (px)": (SHIFTS, series_shift), "blur σ (px)": (SIGMAS, series_blur)},

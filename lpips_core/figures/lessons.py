@@ -117,6 +117,7 @@ def sweep_curves(
     palette = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf", "#bcbd22",
                "#7f7f7f"]
     colour_of: dict[str, str] = {}
+    lines: list[dict] = []
     for c, col in enumerate(cols, start=1):
         x, series = columns[col]
         x = [float(v) for v in x]
@@ -135,10 +136,13 @@ def sweep_curves(
                 ),
                 row=row, col=c,
             )
-        if markers and col in markers:
+        if markers and col in markers:  # one layout update below (add_vline per panel is slow)
             for r in range(1, len(metric_rows) + 1):
-                fig.add_vline(x=float(markers[col]), line_dash="dot", line_color="grey", row=r, col=c)
-    fig.update_layout(height=height, margin=dict(l=10, r=10, t=40, b=10),
+                sub = fig.get_subplot(r, c)
+                xref, yref = (a.plotly_name.replace("axis", "") for a in (sub.xaxis, sub.yaxis))
+                lines.append(dict(type="line", x0=float(markers[col]), x1=float(markers[col]), y0=0, y1=1,
+                                  xref=xref, yref=f"{yref} domain", line=dict(dash="dot", color="grey")))
+    fig.update_layout(height=height, margin=dict(l=10, r=10, t=40, b=10), shapes=lines,
                       legend=dict(orientation="h", yanchor="bottom", y=1.03, x=0))
     return fig
 
