@@ -21,7 +21,7 @@ from lpips_core.figures.lessons import (EXTRA_ROWS, METRIC_ROWS, layer_maps_by_s
                                         shift_blur_ratios, sweep_curves)
 from lpips_core.figures.maps import abs_difference
 from lpips_core.shift_blur import (DEFAULT_SHIFT, DEFAULT_SIGMA, MAP_SHIFTS, SHIFT_BOUNDARY, SHIFTS, SIGMAS, distorted,
-                                   sweep)
+                                   swept_value, sweep)
 from lpips_core.sweeps import metric_many
 
 LESSON_NETS = ("alex", "vgg")
@@ -87,8 +87,14 @@ def remember(ref_id: str, kind: str, values: Sequence[float], totals: Sequence[f
 
 
 def distance(ref: np.ndarray, ref_id: str, kind: str, value: float, metric: str, config: tuple, model) -> float:
-    """The copy's distance: from a sweep when one has covered it, else one pass (:func:`copy_score`)."""
-    known = swept().get((ref_id, kind, float(value), metric, config))
+    """The copy's distance: from a sweep when one has covered it (this server's, else one cached on
+    disk by :func:`lpips_core.shift_blur.sweep`, e.g. precomputed at set-up), else one pass (:func:`copy_score`)."""
+    key = (ref_id, kind, float(value), metric, config)
+    known = swept().get(key)
+    if known is None:
+        known = swept_value(model, ref, kind, value, metric=metric)
+        if known is not None:
+            swept()[key] = known
     return known if known is not None else copy_score(ref_id, ref, kind, value, metric, config, model)
 
 

@@ -26,7 +26,7 @@ from .figures.lessons import block_mean
 from .sweeps import metric_many
 
 __all__ = ["DEFAULT_SHIFT", "DEFAULT_SIGMA", "KINDS", "MAP_SHIFTS", "SHIFTS", "SHIFT_BOUNDARY", "SIGMAS", "cache_dir",
-           "distorted", "lesson_sweeps", "library_hash", "sweep"]
+           "distorted", "lesson_sweeps", "library_hash", "swept_value", "sweep"]
 
 #: The two distortions of the lesson: a shift (px, to the right) and a Gaussian blur (σ, px).
 KINDS = ("shift", "blur")
@@ -175,6 +175,31 @@ def sweep(
     if path is not None:
         _save(path, out)
     return out
+
+
+def swept_value(model, ref: np.ndarray, kind: str, value: float, *, metric: str) -> float | None:
+    """``metric`` of ``ref``'s ``kind`` copy at ``value`` read from a lesson sweep on disk (the
+    :data:`SHIFTS`/:data:`SIGMAS` sweeps :func:`lesson_sweeps` writes, with or without maps), or
+    ``None`` when no such sweep is cached (or the disk cache is off). Never computes.
+
+    The value is the one the sweep computed in its batch (equal to a single pass within float
+    rounding); a value 0 is 0.
+    """
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+    value = float(value)
+    if value == 0:
+        return 0.0
+    values = SHIFTS if kind == "shift" else SIGMAS
+    folder = cache_dir()
+    if folder is None or value not in values:
+        return None
+    for maps_at in ((), MAP_SHIFTS) if kind == "shift" else ((),):
+        path = folder / f"{_key(ref, kind, values, metric, model, maps_at)}.npz"
+        hit = _load(path) if path.exists() else None
+        if hit is not None:
+            return float(hit["total"][values.index(value)])
+    return None
 
 
 def lesson_sweeps(ref: np.ndarray, lpips_models: dict, others: dict | None = None, *, why_net: str | None = None,

@@ -57,3 +57,24 @@ def test_sweep_errors(alex):
         shift_blur.sweep(alex, ref, "shift", (0, 1), metric="lpips", maps_at=(2,), use_disk=False)
     with pytest.raises(ValueError, match="at least one"):
         shift_blur.sweep(alex, ref, "shift", (), metric="lpips")
+
+
+def test_swept_value_reads_the_lesson_sweeps_from_disk_only(alex, tmp_path, monkeypatch):
+    """The page's numbers for a slider value on the lesson's grid come from a cached sweep (with or
+    without maps) and equal a single pass; nothing is computed when nothing is cached."""
+    monkeypatch.setenv("LPIPS_EXPLORER_SWEEP_CACHE", str(tmp_path))
+    ref = synth.texture_patch(2, size=64)
+    assert shift_blur.swept_value(alex, ref, "shift", 2.0, metric="lpips") is None  # nothing cached yet
+    assert shift_blur.swept_value(alex, ref, "blur", 0.0, metric="lpips") == 0.0
+    shift_blur.sweep(alex, ref, "shift", shift_blur.SHIFTS, metric="lpips", maps_at=shift_blur.MAP_SHIFTS)
+    shift_blur.sweep(alex, ref, "blur", shift_blur.SIGMAS, metric="lpips")
+    single = {("shift", 2.0): shift(ref, 2.0, boundary="reflect"), ("blur", 1.5): gaussian_blur(ref, 1.5)}
+    for (kind, value), img in single.items():
+        want = float(lpips_many(alex, ref, [img]).total[0])
+        assert shift_blur.swept_value(alex, ref, kind, value, metric="lpips") == pytest.approx(want, abs=1e-6)
+    assert shift_blur.swept_value(alex, ref, "blur", 1.25, metric="lpips") is None  # not on the grid
+    assert shift_blur.swept_value(alex, ref[::-1].copy(), "shift", 2.0, metric="lpips") is None  # another image
+    monkeypatch.setenv("LPIPS_EXPLORER_SWEEP_CACHE", "off")
+    assert shift_blur.swept_value(alex, ref, "shift", 2.0, metric="lpips") is None
+    with pytest.raises(ValueError, match="kind"):
+        shift_blur.swept_value(alex, ref, "rotate", 1.0, metric="lpips")

@@ -20,7 +20,7 @@ from lpips_core import LPIPS, WeightsUnavailable, metric_registry, resolve_devic
 from lpips_core import weights as weights_mod
 
 from . import state
-from .choices import SUCCESSORS, AppConfig
+from .choices import SUCCESSORS, AppConfig, default_successors
 from .text import NET_LABELS, md_escape, metric_label
 
 log = logging.getLogger("lpips_explorer.ui")
@@ -67,12 +67,19 @@ _warm_lock = threading.Lock()
 _warm_thread: threading.Thread | None = None
 
 
+#: What the warm-up builds after the default model: the default page's other backbone (Shift vs
+#: blur shows AlexNet and VGG16 side by side) and, through :func:`default_successors`, its successors.
+WARM_ALSO = ("vgg",)
+
+
 def start_warm_up(net: str = "alex", version: str = "0.1", lin: bool = True) -> threading.Thread:
-    """Build the default LPIPS model through the cached getter and run one tiny forward pass, in a
-    background thread started once per server process (the first script run); later calls return
-    that thread. A session that needs the model meanwhile waits on ``st.cache_resource``'s per-key
-    lock, so the model is never built twice. Failures (e.g. missing weights) are logged only: the
-    page that needs the model reports them as usual.
+    """Build the default LPIPS model through the cached getter and run one tiny forward pass, then
+    build the default page's other models (:data:`WARM_ALSO` and the device's default successors),
+    in a background thread started once per server process (the first script run); later calls
+    return that thread. A session that needs a model meanwhile waits on ``st.cache_resource``'s
+    per-key lock, so no model is ever built twice; the first page's script loads its own models
+    while this thread loads the others. Failures (e.g. missing weights) are logged only: the page
+    that needs the model reports them as usual.
     """
     global _warm_thread
     with _warm_lock:
@@ -90,6 +97,13 @@ def start_warm_up(net: str = "alex", version: str = "0.1", lin: bool = True) -> 
                     print(f"lpips-explorer: warmed up net={net} device={device}", file=sys.stderr, flush=True)
                 except Exception:  # noqa: BLE001 - a warm-up must never take the server down
                     log.warning("the background warm-up of %s failed", net, exc_info=True)
+                others = [(_load_model, (n, version, lin, device)) for n in WARM_ALSO if n != net]
+                others += [(_load_metric_model, (*SUCCESSORS[sid], device)) for sid in default_successors(device)]
+                for build, args in others:
+                    try:
+                        build(*args)
+                    except Exception:  # noqa: BLE001 - e.g. weights absent: the page says why
+                        log.info("the background build of %s failed", args, exc_info=True)
 
             _warm_thread = threading.Thread(target=work, name="lpips-warm-up", daemon=True)
             _warm_thread.start()
