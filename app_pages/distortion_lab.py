@@ -116,11 +116,6 @@ def lab_successor(ref: np.ndarray, dist: np.ndarray, metric: str, net: str, _mod
 SUCCESSOR_NOTES = {"stlpips": "shift-tolerant checkpoint, inputs in [-1,1]", "dists": "inputs in [0,1]"}
 
 
-@st.cache_data(show_spinner=False, max_entries=8)
-def png_of(values: np.ndarray, image: np.ndarray, opacity: float) -> bytes:
-    return map_png(values, image=image, opacity=opacity)
-
-
 # --------------------------------------------------------------------------- page
 _init()
 st.title("Distortion lab")
@@ -251,5 +246,6 @@ title = (f"{_map_label(map_net)}, {layer}: mean {values.mean():.4f} "
 st.plotly_chart(map_overlay(dist, values, opacity=opacity, title=title), key="lab_map_fig")
 st.caption("Each layer's map is bilinearly upsampled to the image size, as the reference package does with "
            "spatial=True; the summed map's mean is the LPIPS value. Drawn over the distorted image.")
-st.download_button("Download the map (PNG)", png_of(values, dist, float(opacity)),
-                   file_name=f"lpips_map_{map_net}_{layer}.png", mime="image/png", key="lab_png")
+# Encoded when clicked (a callable), not on every slider step; the click needs no rerun.
+st.download_button("Download the map (PNG)", lambda: map_png(values, image=dist, opacity=float(opacity)),
+                   file_name=f"lpips_map_{map_net}_{layer}.png", mime="image/png", key="lab_png", on_click="ignore")
