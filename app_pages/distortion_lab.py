@@ -90,7 +90,7 @@ def classic_metrics(ref: np.ndarray, dist: np.ndarray) -> dict[str, float]:
     return {"MSE": metrics.mse(ref, dist), "PSNR (dB)": metrics.psnr(ref, dist), "SSIM": s}
 
 
-@st.cache_data(show_spinner=False, max_entries=16)
+@st.cache_data(show_spinner=False, max_entries=8)  # each holds five maps: 5 MB at 512 px
 def lab_lpips(ref: np.ndarray, dist: np.ndarray, net: str, version: str, lin: bool, _model) -> dict:
     """One forward pass of the distorted image (the reference's features are cached by the model)."""
     r = lpips_many(_model, ref, [dist], spatial=True)
@@ -98,7 +98,7 @@ def lab_lpips(ref: np.ndarray, dist: np.ndarray, net: str, version: str, lin: bo
             "layer_maps": r.layer_maps[0].numpy()}
 
 
-@st.cache_data(show_spinner=False, max_entries=16)
+@st.cache_data(show_spinner=False, max_entries=8)
 def lab_successor(ref: np.ndarray, dist: np.ndarray, metric: str, net: str, _model) -> dict:
     """A successor metric on the pair (cached by both images' content, the metric and its net).
 

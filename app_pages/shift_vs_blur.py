@@ -46,14 +46,16 @@ def stripes_lesson() -> dict:
     return {"reference": ref, "copies": copies, "rows": rows}
 
 
-@st.cache_data(show_spinner=False, max_entries=32)
+@st.cache_data(show_spinner=False, max_entries=8)
 def copy_of(ref_id: str, _ref: np.ndarray, kind: str, value: float) -> np.ndarray:
+    """The copy shown (a few kept: each is a full image, 3 MB at 512 px)."""
     return distorted(_ref, kind, value)
 
 
-@st.cache_data(show_spinner=False, max_entries=64)
+@st.cache_data(show_spinner=False, max_entries=256)
 def classic(ref_id: str, _ref: np.ndarray, kind: str, value: float) -> dict[str, float]:
-    img = copy_of(ref_id, _ref, kind, value)
+    """MSE, PSNR and SSIM of one copy (the copy itself is not kept: only the three numbers)."""
+    img = distorted(_ref, kind, value)
     return {"MSE": metrics.mse(_ref, img), "PSNR (dB)": metrics.psnr(_ref, img), "SSIM": metrics.ssim(_ref, img)}
 
 
@@ -63,7 +65,7 @@ def copy_score(ref_id: str, _ref: np.ndarray, kind: str, value: float, metric: s
     and ``config`` (the model's identity: the model itself is not hashed)."""
     if value == 0:
         return 0.0
-    return float(metric_many(_model, _ref, [copy_of(ref_id, _ref, kind, value)], metric=metric).total[0])
+    return float(metric_many(_model, _ref, [distorted(_ref, kind, value)], metric=metric).total[0])
 
 
 #: Swept distances kept for the whole server before the table is emptied (a few KB).

@@ -117,6 +117,7 @@ def budgets() -> dict:
     env = {k: os.environ[k] for k in sorted(os.environ)
            if k.startswith(("LPIPS_EXPLORER_", "MALLOC_", "LD_PRELOAD"))}
     return {"reference_cache_mb_per_model": protocol._env_budget() / (1 << 20),
+            "reference_cache_mb_all_models": protocol._env_total_budget() / (1 << 20),
             "default_cache_mb": protocol.DEFAULT_CACHE_MB, "env": env}
 
 

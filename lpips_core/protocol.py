@@ -29,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
+import weakref
 from collections import OrderedDict
 from contextlib import nullcontext
 from dataclasses import dataclass, field
@@ -39,6 +40,7 @@ from torch import nn
 
 __all__ = [
     "DEFAULT_CACHE_MB",
+    "DEFAULT_TOTAL_CACHE_MB",
     "FeatureCache",
     "Features",
     "LearnedMetric",
@@ -50,6 +52,11 @@ __all__ = [
 #: Default byte budget of each model's reference-feature cache, in MiB. Override per process with
 #: the ``LPIPS_EXPLORER_CACHE_MB`` environment variable, per model with ``model.ref_cache.max_bytes``.
 DEFAULT_CACHE_MB = 128
+#: Default byte budget of all reference-feature caches of the process together, in MiB (a server
+#: holds several models: AlexNet and VGG16 in two versions, the successors…). Override with the
+#: ``LPIPS_EXPLORER_CACHE_TOTAL_MB`` environment variable; the least recently used entry of any
+#: model goes first.
+DEFAULT_TOTAL_CACHE_MB = 256
 
 
 def resolve_device(device: torch.device | str | None = None) -> torch.device:
@@ -176,38 +183,117 @@ class MetricResult:
 
 
 # ----------------------------------------------------------------------------- the cache
-def _env_budget() -> int:
-    raw = os.environ.get("LPIPS_EXPLORER_CACHE_MB")
+def _env_mb(name: str, default_mb: int) -> int:
+    raw = os.environ.get(name)
     if raw is None:
-        return DEFAULT_CACHE_MB << 20
+        return default_mb << 20
     try:
         mb = float(raw)
     except ValueError:
-        raise ValueError(f"LPIPS_EXPLORER_CACHE_MB must be a number of MiB, got {raw!r}") from None
+        raise ValueError(f"{name} must be a number of MiB, got {raw!r}") from None
     if mb < 0:
-        raise ValueError(f"LPIPS_EXPLORER_CACHE_MB must be ≥ 0, got {raw!r}")
+        raise ValueError(f"{name} must be ≥ 0, got {raw!r}")
     return int(mb * (1 << 20))
+
+
+def _env_budget() -> int:
+    """Each model's budget: ``LPIPS_EXPLORER_CACHE_MB`` (MiB), else :data:`DEFAULT_CACHE_MB`."""
+    return _env_mb("LPIPS_EXPLORER_CACHE_MB", DEFAULT_CACHE_MB)
+
+
+def _env_total_budget() -> int:
+    """The process's budget: ``LPIPS_EXPLORER_CACHE_TOTAL_MB`` (MiB), else :data:`DEFAULT_TOTAL_CACHE_MB`."""
+    return _env_mb("LPIPS_EXPLORER_CACHE_TOTAL_MB", DEFAULT_TOTAL_CACHE_MB)
+
+
+class CachePool:
+    """The budget every :class:`FeatureCache` of a process shares: one lock, one LRU across models.
+
+    All bookkeeping of the caches in a pool happens under the pool's lock (a cache never takes a
+    second lock, so there is no lock order to get wrong). When the pool's bytes exceed
+    ``max_bytes``, the least recently used entry of any cache is dropped.
+
+    Args:
+        max_bytes: the budget (default: ``LPIPS_EXPLORER_CACHE_TOTAL_MB``, else
+            :data:`DEFAULT_TOTAL_CACHE_MB` MiB), read when the first cache joins.
+    """
+
+    def __init__(self, max_bytes: int | None = None):
+        self._max_bytes = max_bytes
+        self.lock = threading.Lock()
+        self._order: OrderedDict[tuple[int, tuple], tuple[weakref.ref, int]] = OrderedDict()
+        self._bytes = 0
+
+    @property
+    def max_bytes(self) -> int:
+        if self._max_bytes is None:
+            self._max_bytes = _env_total_budget()
+        return self._max_bytes
+
+    @max_bytes.setter
+    def max_bytes(self, value: int) -> None:
+        self._max_bytes = int(value)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the live caches of the pool."""
+        with self.lock:
+            return self._bytes
+
+    # the methods below run with ``self.lock`` held (by the cache calling them)
+    def _touch(self, cache: "FeatureCache", key: tuple) -> None:
+        self._order.move_to_end((id(cache), key))
+
+    def _add(self, cache: "FeatureCache", key: tuple, size: int) -> None:
+        self._remove(cache, key)  # a stale entry of a dead cache whose id was reused
+        self._order[(id(cache), key)] = (weakref.ref(cache), size)
+        self._bytes += size
+        while self._bytes > self.max_bytes and self._order:
+            (_, k), (ref, n) = self._order.popitem(last=False)
+            self._bytes -= n
+            owner = ref()
+            if owner is not None:
+                owner._drop(k)
+
+    def _remove(self, cache: "FeatureCache", key: tuple) -> None:
+        hit = self._order.pop((id(cache), key), None)
+        if hit is not None:
+            self._bytes -= hit[1]
+
+    def _forget_dead(self) -> None:
+        for k in [k for k, (ref, _) in self._order.items() if ref() is None]:
+            self._bytes -= self._order.pop(k)[1]
+
+
+#: The pool of every model's cache in this process (see :class:`CachePool`).
+SHARED_POOL = CachePool()
 
 
 class FeatureCache:
     """A thread-safe LRU of :class:`Features` bounded by bytes, keyed by the content of an input.
 
     One instance lives on each model, which ``st.cache_resource`` shares across every session
-    thread: all bookkeeping happens under one lock; the network pass runs outside it (two threads
-    asking for the same new key may both compute it; the second result replaces the first, equal).
-    An entry larger than the whole budget is returned but not kept.
+    thread: all bookkeeping happens under one lock (the :class:`CachePool`'s, shared by every cache
+    of the process); the network pass runs outside it (two threads asking for the same new key may
+    both compute it; the second result replaces the first, equal). Two budgets hold: this cache's
+    ``max_bytes`` and the pool's, across all models (the least recently used entry of any model is
+    dropped first). An entry larger than either budget is returned but not kept.
 
     Args:
-        max_bytes: the budget (default: ``LPIPS_EXPLORER_CACHE_MB``, else :data:`DEFAULT_CACHE_MB` MiB).
+        max_bytes: this cache's budget (default: ``LPIPS_EXPLORER_CACHE_MB``, else
+            :data:`DEFAULT_CACHE_MB` MiB).
+        pool: the shared budget (default :data:`SHARED_POOL`).
     """
 
-    def __init__(self, max_bytes: int | None = None):
+    def __init__(self, max_bytes: int | None = None, *, pool: CachePool | None = None):
         self.max_bytes = _env_budget() if max_bytes is None else int(max_bytes)
-        self._lock = threading.Lock()
+        self.pool = SHARED_POOL if pool is None else pool
+        self._lock = self.pool.lock
         self._entries: OrderedDict[tuple, Features] = OrderedDict()
         self._bytes = 0
         self.hits = 0
         self.misses = 0
+        weakref.finalize(self, _forget_dead_later, self.pool)
 
     @staticmethod
     def key(x: torch.Tensor) -> tuple:
@@ -226,31 +312,52 @@ class FeatureCache:
 
     def clear(self) -> None:
         with self._lock:
+            for key in list(self._entries):
+                self.pool._remove(self, key)
             self._entries.clear()
             self._bytes = 0
+
+    def _drop(self, key: tuple) -> None:  # under the lock, called by the pool
+        evicted = self._entries.pop(key, None)
+        if evicted is not None:
+            self._bytes -= evicted.nbytes
 
     def get_or_compute(self, key: tuple, compute: Callable[[], Features]) -> Features:
         with self._lock:
             hit = self._entries.get(key)
             if hit is not None:
                 self._entries.move_to_end(key)
+                self.pool._touch(self, key)
                 self.hits += 1
                 return hit
             self.misses += 1
         feats = compute()
         size = feats.nbytes
         with self._lock:
-            if size > self.max_bytes:
+            if _DEAD_CACHES.pop(id(self.pool), None):
+                self.pool._forget_dead()
+            if size > self.max_bytes or size > self.pool.max_bytes:
                 return feats
-            old = self._entries.pop(key, None)
-            if old is not None:
-                self._bytes -= old.nbytes
+            if key in self._entries:
+                self._drop(key)
+                self.pool._remove(self, key)
             self._entries[key] = feats
             self._bytes += size
             while self._bytes > self.max_bytes and self._entries:
-                _, evicted = self._entries.popitem(last=False)
-                self._bytes -= evicted.nbytes
+                old = next(iter(self._entries))
+                self._drop(old)
+                self.pool._remove(self, old)
+            self.pool._add(self, key, size)
         return feats
+
+
+#: Pools (by id) that have lost a cache since they last looked; a finalizer only flags it (it may
+#: run while the pool's lock is held), the next insertion clears the dead entries.
+_DEAD_CACHES: dict[int, bool] = {}
+
+
+def _forget_dead_later(pool: CachePool) -> None:
+    _DEAD_CACHES[id(pool)] = True
 
 
 # ----------------------------------------------------------------------------- the base class

@@ -5,6 +5,11 @@ Each case is a registry metric with one of its nets, fed under its own conventio
 total, every path (pair, batch, reference-vs-many, precomputed features, forward) giving the same
 numbers, the same errors for bad input, no autograd graph on the inference paths, and the
 thread-safe, byte-bounded reference cache shared across sessions.
+
+Tiers: LPIPS-VGG runs the same code as LPIPS-Alex on a bigger backbone, so its cases are marked
+``slow`` (full tier); DISTS (VGG16 only) keeps its cheap cases in the fast tier, and its two
+multi-pass ones (every path, no graph) run in the full tier, as LPIPS-Alex and ST-LPIPS run them
+in the fast one.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ import pytest
 import torch
 
 from lpips_core import metric_registry as registry
-from lpips_core.protocol import FeatureCache, LearnedMetric, MetricResult
+from lpips_core.protocol import SHARED_POOL, CachePool, FeatureCache, LearnedMetric, MetricResult
 
 CASES = [("lpips", "alex"), ("lpips", "vgg"), ("stlpips", "alex"), ("dists", "vgg")]
 REPO = Path(__file__).resolve().parents[1]
@@ -30,7 +35,15 @@ def models() -> dict:
     return {}
 
 
-@pytest.fixture(params=CASES, ids=[f"{m}-{n}" for m, n in CASES])
+def _case_params(*slow: tuple[str, str]) -> list:
+    """``CASES`` as parameters, those in ``slow`` marked ``slow`` (full tier only)."""
+    return [pytest.param(c, id=f"{c[0]}-{c[1]}", marks=[pytest.mark.slow] if c in slow else []) for c in CASES]
+
+
+FULL_TIER_CASES = (("lpips", "vgg"),)  # every test; plus DISTS for the multi-pass tests below
+
+
+@pytest.fixture(params=_case_params(*FULL_TIER_CASES))
 def case(request, models):
     metric, net = request.param
     if request.param not in models:
@@ -91,6 +104,7 @@ def test_per_layer_terms_sum_to_total(case, images):
         assert res.layer_maps is None
 
 
+@pytest.mark.parametrize("case", _case_params(*FULL_TIER_CASES, ("dists", "vgg")), indirect=True)
 def test_every_path_gives_the_same_numbers(case, images):
     metric, model = case
     x, y0, y1 = _inputs(metric, *images)
@@ -147,6 +161,7 @@ def test_features_of_another_metric_do_not_compare(models, images):
         a.compare_features(a.features(x), b.features(x))
 
 
+@pytest.mark.parametrize("case", _case_params(*FULL_TIER_CASES, ("dists", "vgg")), indirect=True)
 def test_inference_paths_build_no_graph(case, images):
     """compare/features/compare_batch stay graph-free even when the inputs require grad."""
     metric, model = case
@@ -192,13 +207,51 @@ def test_cache_budget_from_the_environment(monkeypatch):
         FeatureCache()
 
 
+def test_caches_of_all_models_share_one_byte_budget(monkeypatch):
+    """Several models (as a server holds) stay within the pool's budget together: the least
+    recently used entry of any model goes first, and a dead model's entries are forgotten."""
+    a, b = (registry.build("lpips", "alex", device="cpu") for _ in range(2))  # two models, equal sizes
+    refs = _churn_inputs(4)
+    one = a.features(refs[0]).nbytes
+    pool = CachePool(max_bytes=3 * one)
+    a.ref_cache, b.ref_cache = (FeatureCache(max_bytes=10 * one, pool=pool) for _ in range(2))
+    a.reference_features(refs[0])
+    a.reference_features(refs[1])
+    b.reference_features(refs[0])
+    assert pool.nbytes == 3 * one and (len(a.ref_cache), len(b.ref_cache)) == (2, 1)
+    a.reference_features(refs[0])  # a hit: a's refs[1] is now the least recently used of all
+    b.reference_features(refs[2])  # over the pool's budget: a's refs[1] goes, not b's or a's refs[0]
+    assert pool.nbytes == 3 * one == a.ref_cache.nbytes + b.ref_cache.nbytes
+    assert (len(a.ref_cache), len(b.ref_cache)) == (1, 2)
+    hits = a.ref_cache.hits
+    a.reference_features(refs[0])
+    assert a.ref_cache.hits == hits + 1  # kept
+    a.reference_features(refs[1])
+    assert a.ref_cache.hits == hits + 1  # evicted, so computed again
+    assert pool.nbytes <= pool.max_bytes
+    # a cache that dies leaves nothing counted in the pool
+    b.ref_cache = FeatureCache(max_bytes=10 * one, pool=pool)
+    import gc
+
+    gc.collect()
+    a.reference_features(refs[3])
+    assert pool.nbytes == a.ref_cache.nbytes + b.ref_cache.nbytes <= pool.max_bytes
+    monkeypatch.setenv("LPIPS_EXPLORER_CACHE_TOTAL_MB", "2")
+    assert CachePool().max_bytes == 2 << 20
+    monkeypatch.setenv("LPIPS_EXPLORER_CACHE_TOTAL_MB", "-1")
+    with pytest.raises(ValueError, match="LPIPS_EXPLORER_CACHE_TOTAL_MB"):
+        CachePool().max_bytes
+    assert FeatureCache().pool is SHARED_POOL
+
+
 def test_sixteen_threads_on_one_shared_model():
     """One model shared by 16 threads (as st.cache_resource shares it across sessions), each
     comparing churning references against their distorted copies, with a cache too small for all
-    references and a tiny switch interval: no exception, every value equal to a single-threaded run."""
+    references and a tiny switch interval: no exception, every value equal to a single-threaded run.
+    The images are 32 px (AlexNet's smallest side is 31): the sharing is under test, not the size."""
     model = registry.build("lpips", "alex", device="cpu")
-    refs = _churn_inputs(7)
-    others = [torch.clamp(r + 0.2 * torch.sin(torch.arange(64.0) / (k + 2)), -1, 1) for k, r in enumerate(refs)]
+    refs = _churn_inputs(7, size=32)
+    others = [torch.clamp(r + 0.2 * torch.sin(torch.arange(32.0) / (k + 2)), -1, 1) for k, r in enumerate(refs)]
     want = [float(model.compare(r, o).total[0]) for r, o in zip(refs, others)]
     model.ref_cache = FeatureCache(max_bytes=2 * model.features(refs[0]).nbytes)
     errors, wrong = [], []
