@@ -176,7 +176,12 @@ def test_distortion_lab_successors(app, metric_model, monkeypatch):
     assert title.split("mean ")[1].split()[0] == f"{float(st_alex.spatial_map[0].mean()):.4f}"
     assert float(st_alex.spatial_map[0].mean()) == pytest.approx(float(st_alex.total[0]), rel=1e-3)
     _ok(at.radio(key="lab_map_layer").set_value("relu2").run())
-    assert "lab_png" in downloads
+    # the map PNG is encoded on click (a callable), at the image's size
+    png = downloads["lab_png"]()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    from PIL import Image
+
+    assert Image.open(io.BytesIO(png)).size == (dist.shape[1], dist.shape[0])
 
 
 # --------------------------------------------------------------------------- conventions
