@@ -1,4 +1,11 @@
-"""``python -m lpips_core compare``: JSON equal to the API, readable table, one-line errors."""
+"""``python -m lpips_core compare``: JSON equal to the API, readable table, one-line errors.
+
+Each subprocess test pays about 3 s of interpreter and torch start-up (plus its model). The fast
+tier runs one end to end (:func:`test_json_equals_api`, the default configuration against the API
+and the published 0.722) and the error corpus in-process through ``main``; the other subprocess
+tests are marked ``slow`` and run with ``pytest --full``. (``test_hostile.py`` runs a one-line
+error as a subprocess in both tiers.)
+"""
 
 from __future__ import annotations
 
@@ -44,6 +51,7 @@ def test_json_equals_api(files, golden):
     assert out["weights"] == model.weights
 
 
+@pytest.mark.slow  # a subprocess (full tier)
 def test_json_options_equal_api(files, golden):
     proc = run_cli("compare", *files, "--json", "--net", "vgg", "--version", "0.0", "--baseline",
                    "--convention", "[0,255]", "--size", "96", "--device", "cpu")
@@ -56,6 +64,7 @@ def test_json_options_equal_api(files, golden):
     assert (out["net"], out["version"], out["lin"], out["convention"], out["size"]) == ("vgg", "0.0", False, "[0,255]", [96, 96])
 
 
+@pytest.mark.slow  # a subprocess (full tier)
 def test_readable_table(files):
     proc = run_cli("compare", *files)
     assert proc.returncode == 0, proc.stderr
@@ -72,30 +81,36 @@ def _assert_one_line_error(proc: subprocess.CompletedProcess, pattern: str) -> N
     assert pattern in lines[0], lines[0]
 
 
+@pytest.mark.slow  # a subprocess (full tier)
 def test_missing_file(files):
     _assert_one_line_error(run_cli("compare", files[0], "no/such/file.png"), "No such file")
 
 
+@pytest.mark.slow  # a subprocess (full tier)
 def test_unreadable_image(files, tmp_path):
     bad = tmp_path / "notes.png"
     bad.write_text("hello, not an image")
     _assert_one_line_error(run_cli("compare", files[0], str(bad)), "not an image format")
 
 
+@pytest.mark.slow  # a subprocess (full tier)
 def test_size_mismatch(files):
     _assert_one_line_error(run_cli("compare", files[0], str(REPO / "sample_images" / "chelsea.png")), "differ in size")
 
 
+@pytest.mark.slow  # a subprocess (full tier)
 def test_size_mismatch_resolved_by_size(files):
     proc = run_cli("compare", files[0], str(REPO / "sample_images" / "chelsea.png"), "--size", "64", "--json")
     assert proc.returncode == 0 and json.loads(proc.stdout)["size"] == [64, 64]
 
 
+@pytest.mark.slow  # a subprocess (full tier)
 def test_missing_weights(files, tmp_path):
     env = {"TORCH_HOME": str(tmp_path), "LPIPS_EXPLORER_OFFLINE": "1"}
     _assert_one_line_error(run_cli("compare", *files, "--net", "squeeze", env=env), "squeezenet1_1-b8a52dc0.pth")
 
 
+@pytest.mark.slow  # a subprocess (full tier)
 def test_too_small_for_backbone(files):
     _assert_one_line_error(run_cli("compare", *files, "--size", "16"), "too small")
 
@@ -124,6 +139,7 @@ def test_bad_image_corpus_through_cli(tmp_path, capfd):
         assert re.search(case.match, lines[0]), (case.name, lines[0])
 
 
+@pytest.mark.slow  # a subprocess per metric (full tier)
 @pytest.mark.parametrize("metric", ["lpips", "stlpips", "dists"])
 def test_metric_option_json_equals_api(files, golden, metric):
     from lpips_core import metric_registry as registry
@@ -142,6 +158,7 @@ def test_metric_option_json_equals_api(files, golden, metric):
     np.testing.assert_allclose(sum(out["per_layer"]), out["distance"], rtol=1e-5)
 
 
+@pytest.mark.slow  # a subprocess (full tier)
 def test_metric_option_errors(files):
     _assert_one_line_error(run_cli("compare", *files, "--metric", "dists", "--net", "alex"), "DISTS has no 'alex'")
     _assert_one_line_error(run_cli("compare", *files, "--metric", "stlpips", "--baseline"), "lpips only")
@@ -165,6 +182,7 @@ def test_device_parser_accepts_what_exists():
         assert _parse_device("cuda:0") == "cuda:0"
 
 
+@pytest.mark.slow  # a subprocess (full tier)
 def test_help_still_exits_zero():
     proc = run_cli("compare", "--help")
     assert proc.returncode == 0 and "sides from 1 to 2048 px" in " ".join(proc.stdout.split())

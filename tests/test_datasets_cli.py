@@ -1,4 +1,9 @@
-"""``python -m lpips_core score|diversity|explain|merge``: JSON equal to the library, one-line errors."""
+"""``python -m lpips_core score|diversity|explain|merge``: JSON equal to the library, one-line errors.
+
+Every test here runs the CLI as a subprocess (about 3 s of interpreter and torch start-up each,
+plus the scoring). The fast tier runs one scoring command end to end (``diversity``, equal to the
+library) and one refused argument; the others are marked ``slow`` and run with ``pytest --full``.
+"""
 
 from __future__ import annotations
 
@@ -24,6 +29,7 @@ def folders(tmp_path_factory):
     return make_pairs(tmp_path_factory.mktemp("cli"), n=5, odd_size=1, seed=7)
 
 
+@pytest.mark.slow  # subprocesses (full tier)
 def test_score_json_equals_the_library(folders, tmp_path):
     out = tmp_path / "rows.jsonl"
     proc = run_cli("score", *map(str, folders), "--metrics", "lpips,psnr", "--net", "vgg", "--workers", "0",
@@ -40,6 +46,7 @@ def test_score_json_equals_the_library(folders, tmp_path):
     assert [json.loads(line)["key"] for line in out.read_text().splitlines()] == [r["key"] for r in want.rows]
 
 
+@pytest.mark.slow  # subprocesses (full tier)
 def test_table_shards_and_merge(folders, tmp_path):
     for i in range(2):
         proc = run_cli("score", *map(str, folders), "--metrics", "ssim", "--batch-size", "2", "--workers", "0",
@@ -61,6 +68,7 @@ def test_diversity_over_a_seeded_sample(folders):
     assert json.loads(proc.stdout)["metrics"] == want.summary["metrics"]
 
 
+@pytest.mark.slow  # subprocesses (full tier)
 def test_explain_names_the_configuration(folders):
     truth = score_pairs(match_folders(*folders), "lpips-alex-0.0-lin-[0,255]", workers=0, mismatch="crop")
     mean = truth.summary["metrics"]["lpips-alex-0.0-lin-[0,255]"]["mean"]
@@ -72,7 +80,7 @@ def test_explain_names_the_configuration(folders):
     assert got["candidates"][0]["distance"] < 1e-6
 
 
-@pytest.mark.parametrize("args, message", [
+ERRORS = [
     (("score", "/nonexistent/a", "/nonexistent/b"), "folder A '/nonexistent/a' does not exist"),
     (("score", "{a}", "{b}", "--metrics", "lpips-resnet"), "LPIPS has no option 'resnet'"),
     (("score", "{a}", "{b}", "--shard", "2/2"), "shard i/n needs 0 ≤ i < n"),
@@ -83,6 +91,12 @@ def test_explain_names_the_configuration(folders):
     (("explain", "{a}", "{b}"), "--reported"),
     (("diversity", "{a}/p00.png"), "is not a folder"),
     (("merge", "m.csv", "/nonexistent/s0.csv"), "missing"),
+]
+
+
+# the first case in the fast tier, the other nine (a subprocess each) in the full tier
+@pytest.mark.parametrize("args, message", [
+    pytest.param(*case, id=f"args{i}-{case[1]}", marks=[pytest.mark.slow] if i else []) for i, case in enumerate(ERRORS)
 ])
 def test_errors_exit_2_with_one_line(folders, args, message):
     a, b = map(str, folders)
