@@ -22,6 +22,7 @@ def folder_pairs(tmp_path_factory):
     return match_folders(a, b)
 
 
+@pytest.mark.slow  # the whole 96-configuration grid, half of it on VGG16 (full tier)
 def test_vgg_at_64_with_0_1_inputs_ranks_first(folder_pairs):
     truth = "lpips-vgg-0.1-lin-[0,1]@64"
     sc = Scorer([truth], device="cpu")

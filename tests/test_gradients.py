@@ -4,6 +4,10 @@ Oracles (:mod:`lpips_core.testing`): ``lpips`` 0.1.4's ``LPIPS`` holding our bac
 ``stlpips-pytorch`` 0.0.2 on the shipped checkpoints and ``DISTS-pytorch`` 0.1 (its
 ``require_grad=True`` path) with our VGG16 — each differentiated with ``torch.autograd.grad`` on
 the same inputs. ``gradcheck`` in float64 checks our analytic gradient against finite differences.
+
+VGG16 backward passes are the expensive part: LPIPS-VGG (both lin settings) and ST-LPIPS-VGG are
+marked ``slow`` (full tier); the fast tier checks the same code paths on AlexNet, and DISTS (VGG16
+only) once.
 """
 
 from __future__ import annotations
@@ -44,7 +48,7 @@ def _assert_same(ours, theirs, ctx: str) -> None:
         np.testing.assert_allclose(g, rg, atol=1e-6, rtol=0, err_msg=f"{ctx}: d/d{name}")
 
 
-@pytest.fixture(scope="module", params=["alex", "vgg"])
+@pytest.fixture(scope="module", params=["alex", pytest.param("vgg", marks=pytest.mark.slow)])
 def net_sd(request):
     return request.param, load_backbone_weights(request.param).state_dict
 
@@ -60,7 +64,7 @@ def test_lpips_gradients_equal_the_reference(golden, net_sd, lin):
     assert all(p.grad is None and not p.requires_grad for p in ours.parameters())
 
 
-@pytest.mark.parametrize("net", ["alex", "vgg"])
+@pytest.mark.parametrize("net", ["alex", pytest.param("vgg", marks=pytest.mark.slow)])
 def test_stlpips_gradients_equal_the_reference(golden, net):
     ours, ref = STLPIPS(net, device="cpu"), reference_stlpips(net)
     x, y = _pair(golden, 64, 64)

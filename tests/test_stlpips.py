@@ -65,6 +65,8 @@ def alex() -> STLPIPS:
 
 
 # ----------------------------------------------------------------------------- parity
+# VGG16 (the oracle's anti-aliased network and ours, three sizes) in the full tier only
+@pytest.mark.parametrize("net", ["alex", pytest.param("vgg", marks=pytest.mark.slow)], indirect=True)
 def test_parity_with_reference_package(golden, net, model):
     """Totals and per-layer terms equal the reference's to 1e-5 absolute: three pairs at 64×64 and
     97×131 in [-1, 1], and at 64 px also with the normalisation forgotten ([0, 1] fed as is), which

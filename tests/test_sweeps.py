@@ -1,4 +1,9 @@
-"""Sweeps and the Conventions grid equal one-by-one computations with separate models."""
+"""Sweeps and the Conventions grid equal one-by-one computations with separate models.
+
+The successor sweeps run for ST-LPIPS (AlexNet) in the fast tier; the same two tests on DISTS
+(VGG16 at 96 px, a dozen passes each) are marked ``slow`` (full tier). DISTS's own parts of the
+sweep (stage terms, its errors) stay in the fast tier.
+"""
 
 from __future__ import annotations
 
@@ -92,7 +97,7 @@ def successors():
     return out
 
 
-@pytest.mark.parametrize("metric", ["stlpips", "dists"])
+@pytest.mark.parametrize("metric", ["stlpips", pytest.param("dists", marks=pytest.mark.slow)])
 def test_metric_many_equals_direct_model_calls(successors, pair, metric):
     from lpips_core.metric_registry import prepare_input
 
@@ -153,7 +158,7 @@ def test_metric_many_errors(successors, models, pair):
         metric_many(successors["dists"], ref, [ref], metric="ssim")
 
 
-@pytest.mark.parametrize("metric", ["stlpips", "dists"])
+@pytest.mark.parametrize("metric", ["stlpips", pytest.param("dists", marks=pytest.mark.slow)])
 def test_metric_conventions_grid_equals_direct_calls(successors, pair, metric):
     from lpips_core.metric_registry import convention_note, correct_convention, prepare_input
     from lpips_core.sweeps import metric_conventions_grid, metric_grid_rows
