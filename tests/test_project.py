@@ -7,6 +7,9 @@ import subprocess
 import sys
 from types import SimpleNamespace
 
+import pytest
+
+import conftest
 from conftest import FULL_TIER, REPO, _tier
 
 
@@ -47,17 +50,21 @@ def _collected(*args: str) -> tuple[set[str], str]:
     return {ln for ln in lines if "::" in ln}, lines[-1] if lines else out.stderr
 
 
+@pytest.mark.slow  # two pytest subprocesses (~10 s); test_tier_hooks_in_process checks the same hooks in the fast tier
 def test_default_run_is_the_fast_tier_and_full_runs_everything():
     """A plain ``pytest`` deselects the AppTest and browser tests (and says how many); with
     ``--full`` they are collected and carry their tier marker (``-m`` selects them)."""
     paths = ["tests/e2e", "tests/test_pages.py", "tests/test_project.py"]
     fast, fast_summary = _collected(*paths)
     heavy, _ = _collected("--full", "-m", "apptest or e2e", *paths)
+    slow, _ = _collected("--full", "-m", "slow", *paths)
     assert fast and all(n.startswith("tests/test_project.py::") for n in fast), fast_summary
     files = {n.split("::")[0] for n in heavy}
     assert files >= {"tests/e2e/test_browser.py", "tests/e2e/test_load.py", "tests/test_pages.py"}
     assert all(f.startswith("tests/e2e/") or f == "tests/test_pages.py" for f in files), files
-    assert f"({len(heavy)} deselected)" in fast_summary, fast_summary
+    assert "tests/test_project.py::test_default_run_is_the_fast_tier_and_full_runs_everything" in slow
+    assert not fast & slow
+    assert f"({len(heavy | slow)} deselected)" in fast_summary, fast_summary
 
 
 def test_tier_by_location():
@@ -70,6 +77,54 @@ def test_tier_by_location():
     assert _tier(item("tests/test_sweeps.py", "golden", "app")) == "apptest"
     assert _tier(item("tests/test_sweeps.py", "golden", "device")) is None
     assert _tier(item("tests/test_e2e_like.py")) is None
+
+
+class _Item(SimpleNamespace):
+    """What ``pytest_collection_modifyitems`` reads of a collected item: its path, fixtures, marks."""
+
+    def __init__(self, path: str, *fixtures: str, marks: tuple[str, ...] = ()):
+        super().__init__(path=REPO / path, fixturenames=list(fixtures), marks=list(marks))
+
+    def add_marker(self, name: str) -> None:
+        self.marks.append(name)
+
+    def get_closest_marker(self, name: str):
+        return name if name in self.marks else None
+
+
+def test_tier_hooks_in_process():
+    """The tier hooks of ``tests/conftest.py`` called directly (the subprocess test above runs a
+    real ``pytest``, full tier): without ``--full`` every item marked by location or carrying
+    ``slow`` is handed to ``pytest_deselected`` (deselected, not skipped), the rest keep their
+    order, and the summary says how many; with ``--full`` all are kept, with their tier marks."""
+    def items() -> list[_Item]:
+        return [_Item("tests/test_model.py", "golden"), _Item("tests/e2e/test_load.py", "server"),
+                _Item("tests/test_pages.py"), _Item("tests/test_sweeps.py", "app"),
+                _Item("tests/test_cli.py", marks=("slow",)), _Item("tests/test_images.py")]
+
+    def config(full: bool) -> tuple[SimpleNamespace, list]:
+        deselected: list = []
+        hook = SimpleNamespace(pytest_deselected=lambda items: deselected.extend(items))
+        return SimpleNamespace(getoption=lambda name: full if name == "--full" else None, hook=hook,
+                               stash={}), deselected
+
+    fast, (cfg, deselected) = items(), config(False)
+    conftest.pytest_collection_modifyitems(cfg, fast)
+    assert [i.path.name for i in fast] == ["test_model.py", "test_images.py"] and fast[0].marks == []
+    assert [(i.path.name, i.marks) for i in deselected] == [
+        ("test_load.py", ["e2e"]), ("test_pages.py", ["apptest"]), ("test_sweeps.py", ["apptest"]),
+        ("test_cli.py", ["slow"])]
+    lines: list[str] = []
+    conftest.pytest_terminal_summary(SimpleNamespace(write_line=lines.append), 0, cfg)
+    assert lines == ["fast tier: 4 full-tier tests (apptest, e2e, slow) deselected; run `pytest --full` for everything"]
+
+    full, (cfg, deselected) = items(), config(True)
+    conftest.pytest_collection_modifyitems(cfg, full)
+    assert deselected == [] and cfg.stash == {}
+    assert [i.marks for i in full] == [[], ["e2e"], ["apptest"], ["apptest"], ["slow"], []]
+    lines.clear()
+    conftest.pytest_terminal_summary(SimpleNamespace(write_line=lines.append), 0, cfg)
+    assert lines == []
 
 
 def test_tier_markers_are_registered():
