@@ -10,6 +10,13 @@ Marks are applied by location: ``tests/e2e/*`` → ``e2e`` (Chromium, the load t
 the ``app`` fixture or in ``test_page*.py`` → ``apptest``. Long library experiments carry an
 explicit ``@pytest.mark.slow``. ``-m`` still selects within what is collected
 (``pytest --full -m apptest``). The oracles live in :mod:`lpips_core.testing`.
+
+The fast tier runs torch on one intra-op thread, in-process and in the CLIs its tests start
+(``OMP_NUM_THREADS=1``), unless ``OMP_NUM_THREADS`` is already set: its tensors are small, and on
+the shared 2-core machine two OpenMP threads per process spin against the other jobs (measured
+under load: AlexNet at 64 px 11 ms a pair on one thread, 59 ms on two; ``test_model``,
+``test_stlpips`` and ``test_contract`` together 31 s against 69–75 s). ``--full`` keeps torch's
+default, so the app, the CLIs and the browser tests' server run as deployed.
 """
 
 from __future__ import annotations
@@ -30,6 +37,14 @@ _DROPPED = pytest.StashKey[int]()
 def pytest_addoption(parser):
     parser.addoption("--full", action="store_true", default=False,
                      help="run the full suite: also AppTest page tests, Chromium e2e and slow tests")
+
+
+def pytest_configure(config):
+    """Fast tier: one torch thread (see the module docstring); the full tier keeps the default."""
+    if config.getoption("--full") or "OMP_NUM_THREADS" in os.environ:
+        return
+    os.environ["OMP_NUM_THREADS"] = "1"  # inherited by the CLI subprocesses
+    torch.set_num_threads(1)
 
 
 def _tier(item) -> str | None:
