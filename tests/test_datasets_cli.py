@@ -1,8 +1,9 @@
 """``python -m lpips_core score|diversity|explain|merge``: JSON equal to the library, one-line errors.
 
-Every test here runs the CLI as a subprocess (about 3 s of interpreter and torch start-up each,
-plus the scoring). The fast tier runs one scoring command end to end (``diversity``, equal to the
-library) and one refused argument; the others are marked ``slow`` and run with ``pytest --full``.
+The subprocess tests pay about 3 s of interpreter and torch start-up each, plus the scoring. The
+fast tier runs one scoring command end to end (``diversity``, equal to the library) and the table
+of refused arguments in-process through ``main``; the other subprocess tests (the same table as
+real processes included) are marked ``slow`` and run with ``pytest --full``.
 """
 
 from __future__ import annotations
@@ -94,10 +95,11 @@ ERRORS = [
 ]
 
 
-# the first case in the fast tier, the other nine (a subprocess each) in the full tier
-@pytest.mark.parametrize("args, message", [
-    pytest.param(*case, id=f"args{i}-{case[1]}", marks=[pytest.mark.slow] if i else []) for i, case in enumerate(ERRORS)
-])
+ERROR_IDS = [f"args{i}-{message}" for i, (_, message) in enumerate(ERRORS)]
+
+
+@pytest.mark.slow  # a subprocess per case (full tier); test_errors_in_process runs the table in the fast tier
+@pytest.mark.parametrize("args, message", ERRORS, ids=ERROR_IDS)
 def test_errors_exit_2_with_one_line(folders, args, message):
     a, b = map(str, folders)
     proc = run_cli(*(x.format(a=a, b=b) for x in args))
@@ -105,3 +107,22 @@ def test_errors_exit_2_with_one_line(folders, args, message):
     assert proc.stderr.startswith("error: ") and proc.stderr.count("\n") == 1, proc.stderr
     assert message in proc.stderr
     assert proc.stdout == ""
+
+
+@pytest.mark.parametrize("args, message", ERRORS, ids=ERROR_IDS)
+def test_errors_in_process(folders, args, message, capfd, monkeypatch):
+    """The same table through ``main`` in the test process (usage errors leave by ``SystemExit(2)``,
+    the others return 2): one ``error: …`` line on stderr naming the problem, nothing on stdout."""
+    from lpips_core.__main__ import main
+
+    monkeypatch.chdir(REPO)  # where run_cli runs the subprocesses
+    a, b = map(str, folders)
+    try:
+        code = main([x.format(a=a, b=b) for x in args])
+    except SystemExit as exc:
+        code = exc.code
+    out, err = capfd.readouterr()
+    assert code == 2
+    assert err.startswith("error: ") and err.count("\n") == 1, err
+    assert message in err
+    assert out == ""
