@@ -22,8 +22,8 @@ fixture ``full_2afc``): the CLI's ``--json`` test runs ``main`` in-process with 
 served from that run when, and only when, the CLI asks for exactly the article's settings (the
 page test does the same). The CLI's subprocess tests (tables, ``--real``, refused arguments) use
 small settings; the other tests too. Marked ``slow`` (full tier only): the three tests of the
-full 2AFC, the ``--real`` subprocess and the refused-argument subprocesses (the same table runs
-in-process in the fast tier).
+full 2AFC, the ``--real`` subprocess, the readable-table subprocess and the refused-argument
+subprocesses (the same table and the same readable-table command run in-process in the fast tier).
 """
 
 from __future__ import annotations
@@ -383,16 +383,32 @@ def test_cli_json_reproduces_the_module(mech, full_2afc, monkeypatch, capsys):
     assert out["checks"]["quadrant"]["share"] == mech.quadrant.share
 
 
+TABLE_ARGS = ["--nets", "1", "--triplets", "10", "--steps", "3", "--quiet"]
+
+
+def _assert_readable_table(out: str) -> None:
+    lines = out.splitlines()
+    assert lines[0].startswith("w = 1, layer 3")
+    assert any(line.startswith("1-px shift        0.00473   0.3024") for line in lines)
+    assert "2AFC on 10 test triplets" in out and "stand-in net 0, lin" in out
+
+
+@pytest.mark.slow  # a subprocess (full tier); test_cli_main_table_is_readable runs it in-process
 def test_cli_table_is_readable():
     proc = subprocess.run(
-        [sys.executable, "-m", "lpips_core.calibration", "--nets", "1", "--triplets", "10", "--steps", "3", "--quiet"],
+        [sys.executable, "-m", "lpips_core.calibration", *TABLE_ARGS],
         cwd=REPO, capture_output=True, text=True, timeout=300, check=True,
     )
     assert proc.stderr == ""
-    lines = proc.stdout.splitlines()
-    assert lines[0].startswith("w = 1, layer 3")
-    assert any(line.startswith("1-px shift        0.00473   0.3024") for line in lines)
-    assert "2AFC on 10 test triplets" in proc.stdout and "stand-in net 0, lin" in proc.stdout
+    _assert_readable_table(proc.stdout)
+
+
+def test_cli_main_table_is_readable(capsys):
+    """The same command through ``main`` in the test process (the subprocess test above, full tier)."""
+    assert cli.main(TABLE_ARGS) == 0
+    captured = capsys.readouterr()
+    assert captured.err == ""
+    _assert_readable_table(captured.out)
 
 
 @pytest.mark.slow  # builds AlexNet and VGG16 in a subprocess: 10–40 s
