@@ -89,6 +89,7 @@ def test_availability_without_the_wheels_names_the_fix(monkeypatch):
     assert not ok and "pip install --no-deps DISTS-pytorch==0.1" in msg
 
 
+@pytest.mark.slow  # a fresh interpreter building ST-LPIPS (both nets) and DISTS (full tier)
 def test_build_uses_no_reference_package():
     """Both new metrics load their weights without importing the packages that ship them (nor
     IPython, nor Streamlit), and give 0 for identical images and > 0 otherwise."""
