@@ -9,7 +9,7 @@ short message with the configuration, and its traceback goes to the server's log
 import streamlit as st
 
 import ui
-from lpips_core.memory import freeze_long_lived, release_unused
+from lpips_core.memory import freeze_long_lived, release_unused, start_periodic_release
 
 # An emoji, not a ":material/…:" icon: Streamlit's frontend fetches a Material favicon from
 # fonts.gstatic.com, while an emoji favicon is an inline SVG (no request to an outside host).
@@ -43,6 +43,7 @@ ALIASES = {"shift_vs_blur": st.Page("app_pages/shift_vs_blur.py", title="Shift v
 page = st.navigation(PAGES + list(ALIASES.values()))
 url_path = page.url_path or next(iter(ALIASES))  # the page's linkable path
 ui.start_warm_up()  # once per server: the default model built and run in a background thread
+start_periodic_release()  # once per server: memory freed between runs (closed sessions) goes back too
 link_notices: list[str] = []
 with ui.error_boundary("The link"):
     link_notices = ui.links.read(url_path)  # before any widget: a link's state becomes the widgets' state

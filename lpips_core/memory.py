@@ -22,12 +22,13 @@ import gc
 import sys
 import threading
 
-__all__ = ["freeze_long_lived", "release_unused"]
+__all__ = ["freeze_long_lived", "release_unused", "start_periodic_release"]
 
 _lock = threading.Lock()
 _trim = None
 _looked = False
 _modules_frozen = 0  # len(sys.modules) at the last freeze
+_periodic: threading.Thread | None = None
 
 
 def _malloc_trim():
@@ -77,3 +78,28 @@ def freeze_long_lived() -> bool:
         gc.collect()
         gc.freeze()
         return True
+
+
+def start_periodic_release(interval_s: float = 30.0) -> threading.Thread:
+    """Call :func:`release_unused` every ``interval_s`` seconds in a daemon thread (one per process;
+    later calls return the running thread).
+
+    A script run trims when it ends, but memory freed outside a run — a closed session's state,
+    its images, a cache entry dropped by another thread — would otherwise stay in glibc's arenas
+    until some later run. Each trim takes milliseconds.
+    """
+    global _periodic
+    if interval_s <= 0:
+        raise ValueError(f"interval_s must be > 0, got {interval_s!r}")
+    with _lock:
+        if _periodic is None or not _periodic.is_alive():
+            stop = threading.Event()
+
+            def loop() -> None:
+                while not stop.wait(interval_s):
+                    release_unused()
+
+            _periodic = threading.Thread(target=loop, name="lpips-release-unused", daemon=True)
+            _periodic.stop = stop  # type: ignore[attr-defined]  # for tests: _periodic.stop.set()
+            _periodic.start()
+        return _periodic

@@ -41,3 +41,23 @@ def test_freeze_long_lived_freezes_once_per_new_modules_and_makes_collections_ch
 
 def test_release_unused_returns_a_bool():
     assert memory.release_unused() in (True, False)
+
+
+def test_periodic_release_runs_in_one_daemon_thread(monkeypatch):
+    calls = []
+    monkeypatch.setattr(memory, "release_unused", lambda: calls.append(time.monotonic()) or True)
+    monkeypatch.setattr(memory, "_periodic", None)
+    t = memory.start_periodic_release(0.05)
+    assert t.daemon and t.is_alive() and t.name == "lpips-release-unused"
+    assert memory.start_periodic_release(0.05) is t  # one per process
+    deadline = time.monotonic() + 5
+    while len(calls) < 3 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert len(calls) >= 3
+    t.stop.set()
+    t.join(timeout=5)
+    assert not t.is_alive()
+    import pytest
+
+    with pytest.raises(ValueError, match="interval_s"):
+        memory.start_periodic_release(0)
