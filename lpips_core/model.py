@@ -71,15 +71,18 @@ def layer_term_maps(
     return [_weighted_sum(_difference(a, b, raw_b=False).square_(), weights, i) for i, (a, b) in enumerate(zip(fx, fy))]
 
 
-def _difference(a_hat: torch.Tensor, b: torch.Tensor, *, raw_b: bool) -> torch.Tensor:
+def _difference(a_hat: torch.Tensor, b: torch.Tensor, *, raw_b: bool, own_b: bool = False) -> torch.Tensor:
     """``±(â − b̂)`` for one layer (it is squared next). With ``raw_b`` the features ``b`` are
     transient and not normalised yet: they are normalised and differenced in place, without
-    allocating full-size temporaries."""
-    if not raw_b:
-        return a_hat - b
-    if b.shape[0] >= a_hat.shape[0]:
-        return _unit_normalize_(b).sub_(a_hat)
-    return a_hat - _unit_normalize_(b.clone())
+    allocating full-size temporaries. With ``own_b`` they are normalised already but transient
+    too (nobody else holds them): the difference overwrites them."""
+    if raw_b:
+        if b.shape[0] >= a_hat.shape[0]:
+            return _unit_normalize_(b).sub_(a_hat)
+        return a_hat - _unit_normalize_(b.clone())
+    if own_b and b.shape[0] >= a_hat.shape[0]:
+        return b.sub_(a_hat)
+    return a_hat - b
 
 
 def _weighted_sum(d2: torch.Tensor, weights: Sequence[torch.Tensor] | None, layer: int) -> torch.Tensor:
@@ -159,17 +162,18 @@ class LPIPSBase(LearnedMetric):
         return total
 
     def _terms(self, fx: Sequence[torch.Tensor], fy: Sequence[torch.Tensor], *, spatial: bool,
-               size: tuple[int, int], raw_y: bool = False):
+               size: tuple[int, int], raw_y: bool = False, own_y: bool = False):
         """Per-layer terms ``(N, L)`` and, if ``spatial``, the upsampled maps ``(N, L, H, W)``, on the device.
 
         With ``raw_y`` the ``fy`` taps are transient and not normalised yet: they are normalised
-        and differenced in place. Without maps, each layer's term is ``Σ_c v_c · mean_hw(Δ_c²)``:
-        the same number as the mean of the weighted map (the sums commute) without building it.
+        and differenced in place; with ``own_y`` they are normalised and transient (overwritten).
+        Without maps, each layer's term is ``Σ_c v_c · mean_hw(Δ_c²)``: the same number as the
+        mean of the weighted map (the sums commute) without building it.
         """
         weights = self.channel_weights
         per_layer, maps = [], []
         for i, (a, b) in enumerate(zip(fx, fy)):
-            d2 = _difference(a, b, raw_b=raw_y).square_()
+            d2 = _difference(a, b, raw_b=raw_y, own_b=own_y).square_()
             if spatial:
                 m = _weighted_sum(d2, weights, i)
                 per_layer.append(m.mean((2, 3)))
@@ -190,11 +194,19 @@ class LPIPSBase(LearnedMetric):
         return [(a - b).square_().mean((2, 3)).cpu() for a, b in zip(fx.maps, fy.maps)]
 
     @torch.inference_mode()
-    def pair_channel_terms(self, x: torch.Tensor, y: torch.Tensor) -> list[torch.Tensor]:
+    def pair_channel_terms(self, x: torch.Tensor, y: torch.Tensor, *,
+                           input_affine: tuple[float, float] | None = None) -> list[torch.Tensor]:
         """:meth:`channel_terms` straight from inputs ``(N, 3, H, W)`` in ``[-1, 1]``: lin and
-        baseline distances of the same pairs from one pass (the Conventions grid)."""
-        parts = [[_difference(a, b, raw_b=True).square_().mean((2, 3)) for a, b in zip(fx, fy)]
-                 for fx, fy, _ in self._pair_chunks(x, y)]
+        baseline distances of the same pairs from one pass (the Conventions grid, datasets).
+
+        Args:
+            input_affine: ``(a, b)``: the inputs are in another range, which ``x · a + b`` maps to
+                what the network is fed (``(2, -1)`` for images in ``[0, 1]``). The mapping and the
+                version's scaling layer are then applied as one ``x · gain + bias`` (a few float32
+                ulps from applying them in turn), written straight into the backbone's batch.
+        """
+        parts = [[_difference(a, b, raw_b=raw, own_b=not raw).square_().mean((2, 3)) for a, b in zip(fx, fy)]
+                 for fx, fy, _, raw in self._pair_chunks(x, y, input_affine=input_affine)]
         return [torch.cat(layer).cpu() for layer in zip(*parts)]
 
     def _taps(self, x: torch.Tensor) -> tuple[list[torch.Tensor], tuple[int, int]]:
@@ -202,33 +214,78 @@ class LPIPSBase(LearnedMetric):
         x = self._check_input(x)
         return self._run(x), (x.shape[-2], x.shape[-1])
 
-    def _pair_chunks(self, x: torch.Tensor, y: torch.Tensor):
-        """Yield ``(normalised taps of one side, raw taps of the other, input size)`` over chunks of
+    def _affine(self, input_affine: tuple[float, float]) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(gain, bias)``, each ``(1, 3, 1, 1)``: the backbone input is ``x · gain + bias``
+        (``x · a + b``, then the scaling layer if the version has it; folded in float64)."""
+        a, b = float(input_affine[0]), float(input_affine[1])
+        if not self._scaling:
+            return torch.full_like(self.shift, a), torch.full_like(self.shift, b)
+        shift, scale = self.shift.double(), self.scale.double()
+        return (a / scale).to(self.shift.dtype), ((b - shift) / scale).to(self.shift.dtype)
+
+    def _scaled(self, x: torch.Tensor, input_affine: tuple[float, float] | None) -> torch.Tensor:
+        """Validated input → the backbone's input (as :meth:`_stages` scales it when ``input_affine`` is ``None``)."""
+        if input_affine is None:
+            return (x - self.shift) / self.scale if self._scaling else x
+        gain, bias = self._affine(input_affine)
+        return torch.addcmul(bias, x, gain)
+
+    def _pair_input(self, xc: torch.Tensor, yc: torch.Tensor, input_affine: tuple[float, float] | None) -> torch.Tensor:
+        """``xc`` and ``yc`` scaled into one ``(2n, 3, H, W)`` backbone batch, without an extra copy."""
+        n = xc.shape[0]
+        out = torch.empty((2 * n, *xc.shape[1:]), dtype=xc.dtype, device=xc.device)
+        if input_affine is None and not self._scaling:
+            return torch.cat([xc, yc], out=out)
+        if input_affine is None:  # the scaling layer, as the reference computes it
+            torch.sub(xc, self.shift, out=out[:n])
+            torch.sub(yc, self.shift, out=out[n:])
+            return out.div_(self.scale)
+        gain, bias = self._affine(input_affine)
+        torch.addcmul(bias, xc, gain, out=out[:n])
+        torch.addcmul(bias, yc, gain, out=out[n:])
+        return out
+
+    def _backbone_taps(self, inp: torch.Tensor) -> list[torch.Tensor]:
+        """The raw taps of an input already scaled for the backbone (:meth:`_run` without :meth:`_stages`'s scaling)."""
+        try:
+            return list(self.backbone(inp))
+        except (RuntimeError, ValueError) as exc:  # as LearnedMetric._run words it
+            if any(s in str(exc).lower() for s in ("size", "kernel", "padding", "dimension")):
+                raise ValueError(
+                    f"an input of {inp.shape[-2]}×{inp.shape[-1]} px is too small for the {self._label} backbone: {exc}"
+                ) from exc
+            raise
+
+    def _pair_chunks(self, x: torch.Tensor, y: torch.Tensor, *, input_affine: tuple[float, float] | None = None):
+        """Yield ``(normalised taps of one side, taps of the other, input size, raw)`` over chunks of
         pairs sized by :meth:`images_per_batch` (both sides of a chunk in one backbone batch when
-        two images fit). The squared difference is symmetric, so a batch of 1 on either side is
-        the cached-style "one against many" case."""
+        two images fit). ``raw``: the other side's taps are not normalised yet (else they are,
+        together with the first side's, in one pass over the batch); either way they are
+        transient. The squared difference is symmetric, so a batch of 1 on either side is the
+        cached-style "one against many" case. ``input_affine``: as :meth:`pair_channel_terms`."""
         x, y = self._check_input(x, "x"), self._check_input(y, "y")
         self._check_sizes(x, y)
-        per = self.images_per_batch(x.shape[-2], x.shape[-1])
+        size = (x.shape[-2], x.shape[-1])
+        per = self.images_per_batch(*size)
         if x.shape[0] != y.shape[0]:
             one, many = (x, y) if x.shape[0] == 1 else (y, x)
-            f_one = list(self._features(one).maps)
+            f_one = self._prepare(self._backbone_taps(self._scaled(one, input_affine)))
             for chunk in many.split(per):
-                taps, size = self._taps(chunk)
-                yield f_one, taps, size
+                yield f_one, self._backbone_taps(self._scaled(chunk, input_affine)), size, True
             return
         if per < 2:
             for xc, yc in zip(x.split(1), y.split(1)):
-                taps, size = self._taps(yc)
-                yield list(self._features(xc).maps), taps, size
+                fx = self._prepare(self._backbone_taps(self._scaled(xc, input_affine)))
+                yield fx, self._backbone_taps(self._scaled(yc, input_affine)), size, True
             return
         for xc, yc in zip(x.split(per // 2), y.split(per // 2)):
-            taps, size = self._taps(torch.cat([xc, yc]))
+            taps = self._prepare(self._backbone_taps(self._pair_input(xc, yc, input_affine)))
             n = xc.shape[0]
-            yield [_unit_normalize_(t[:n]) for t in taps], [t[n:] for t in taps], size
+            yield [t[:n] for t in taps], [t[n:] for t in taps], size, False
 
     def _pair_result(self, x: torch.Tensor, y: torch.Tensor, *, spatial: bool):
-        parts = [self._terms(fx, fy, raw_y=True, spatial=spatial, size=size) for fx, fy, size in self._pair_chunks(x, y)]
+        parts = [self._terms(fx, fy, raw_y=raw, own_y=not raw, spatial=spatial, size=size)
+                 for fx, fy, size, raw in self._pair_chunks(x, y)]
         per_layer = torch.cat([p[0] for p in parts])
         return per_layer, (torch.cat([p[1] for p in parts]) if spatial else None), {}
 
