@@ -6,6 +6,12 @@ the workers while the main process runs the networks). A pair that cannot be rea
 :class:`Decoded` with ``error`` set; nothing is raised. Batches are the scorer's *blocks*
 (lists of pair indices, see :mod:`lpips_core.datasets.score`), given as the ``batch_sampler``.
 
+A worker decodes a whole block and writes the pairs of each size, channels first, straight into
+two shared-memory tensors ``(n, 3, H, W)`` (one for the ``a`` sides, one for the ``b`` sides):
+per block one copy of the pixels and two tensors to hand over, whatever the number of pairs.
+The main process gets each pair's ``a``/``b`` as views of those, so a scorer takes a size
+bucket's batch without stacking it again (:func:`stack_rows`).
+
 Mismatch policies (``a`` is the reference, ``b`` the test image):
 
 - ``"error"``: a pair whose sizes differ becomes an error row (``size-mismatch``);
@@ -16,20 +22,22 @@ Mismatch policies (``a`` is the reference, ``b`` the test image):
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field
-from typing import Literal, Sequence, get_args
+from typing import Iterator, Literal, Sequence, get_args
 
 import numpy as np
 import torch
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader, Dataset, get_worker_info
 
 from ..conventions import resize
 from ..images import ImageLoadError, load_image
 from .pairs import Pair
 from .specs import CLASSIC
 
-__all__ = ["MISMATCH_POLICIES", "Decoded", "PairDataset", "block_loader", "default_workers", "decode_pair"]
+__all__ = ["MISMATCH_POLICIES", "Decoded", "PairDataset", "block_loader", "decode_block", "default_workers",
+           "decode_pair", "stack_rows"]
 
 Mismatch = Literal["error", "resize", "crop"]
 MISMATCH_POLICIES: tuple[str, ...] = get_args(Mismatch)
@@ -43,8 +51,8 @@ class Decoded:
         index: the pair's position in the sorted list of all pairs.
         pair: the :class:`~lpips_core.datasets.pairs.Pair`.
         a, b: ``(3, H, W)`` contiguous float32 tensors in ``[0, 1]`` of equal size (after the
-            policy), or ``None`` when ``error`` is set. (Tensors travel from the workers through
-            shared memory; the transposition to channels-first is done there too.)
+            policy), or ``None`` when ``error`` is set. (From :func:`block_loader`: rows of the
+            block's tensors of that size, see the module docstring.)
         a_size, b_size: ``"HxW"`` of each file as decoded, before the policy (``""`` if unread).
         error_kind: ``""``, ``"unreadable"``, ``"size-mismatch"``, ``"too-small"`` or ``"failed"``.
         error: the message.
@@ -80,9 +88,9 @@ def _match(a: np.ndarray, b: np.ndarray, mismatch: str) -> tuple[np.ndarray, np.
                      "(mismatch policy 'error'; use resize or crop)")
 
 
-def decode_pair(index: int, pair: Pair, *, mismatch: str = "error", classic: Sequence[str] = (),
-                max_side: int | None = None) -> Decoded:
-    """Read, match and measure one pair; failures are returned in ``error``, never raised."""
+def _decode_arrays(index: int, pair: Pair, mismatch: str, classic: Sequence[str], max_side: int | None
+                   ) -> tuple[Decoded, np.ndarray | None, np.ndarray | None]:
+    """:func:`decode_pair`'s work, leaving the images as ``(H, W, 3)`` arrays (``None`` on error)."""
     out = Decoded(index, pair)
     try:
         a = load_image(pair.a, max_side=max_side).array
@@ -91,19 +99,91 @@ def decode_pair(index: int, pair: Pair, *, mismatch: str = "error", classic: Seq
         out.b_size = f"{b.shape[0]}x{b.shape[1]}"
     except ImageLoadError as exc:
         out.error_kind, out.error = "unreadable", " ".join(str(exc).split())
-        return out
+        return out, None, None
     try:
         a, b = _match(a, b, mismatch)
     except ValueError as exc:
         out.error_kind, out.error = "size-mismatch", str(exc)
-        return out
+        return out, None, None
     try:
         out.classic = {name: CLASSIC[name](a, b) for name in classic}
     except ValueError as exc:  # e.g. SSIM's 11 px window
         out.error_kind, out.error = "too-small", str(exc)
-        return out
-    out.a, out.b = (torch.from_numpy(x).permute(2, 0, 1).contiguous() for x in (a, b))
+        return out, None, None
+    return out, a, b
+
+
+def decode_pair(index: int, pair: Pair, *, mismatch: str = "error", classic: Sequence[str] = (),
+                max_side: int | None = None) -> Decoded:
+    """Read, match and measure one pair; failures are returned in ``error``, never raised."""
+    out, a, b = _decode_arrays(index, pair, mismatch, classic, max_side)
+    if a is not None:  # channels first, copied by NumPy (one pass, no thread pool)
+        out.a, out.b = (torch.from_numpy(x.transpose(2, 0, 1).copy()) for x in (a, b))
     return out
+
+
+@dataclass
+class _Block:
+    """A decoded block as it travels from a worker: the pairs without their images, and per size
+    ``(positions in items, a's (n, 3, H, W), b's (n, 3, H, W))``."""
+
+    items: list[Decoded]
+    groups: list[tuple[list[int], torch.Tensor, torch.Tensor]]
+
+    def unpack(self) -> list[Decoded]:
+        """The items, each pair's ``a``/``b`` a view of its size's tensors."""
+        for positions, a, b in self.groups:
+            for row, k in enumerate(positions):
+                self.items[k].a, self.items[k].b = a[row], b[row]
+        return self.items
+
+
+def _block_tensor(shape: tuple[int, ...]) -> torch.Tensor:
+    """An empty float32 tensor; in a worker, in shared memory (so handing it over copies nothing)."""
+    if get_worker_info() is None:
+        return torch.empty(shape)
+    storage = torch.empty(0)._typed_storage()._new_shared(math.prod(shape), device="cpu")
+    return torch.empty(0).new(storage).resize_(shape)
+
+
+def decode_block(pairs: Sequence[Pair], indices: Sequence[int], *, mismatch: str = "error",
+                 classic: Sequence[str] = (), max_side: int | None = None) -> list[Decoded]:
+    """:func:`decode_pair` for the pairs ``indices`` of ``pairs``, their images written into one
+    ``(n, 3, H, W)`` tensor per side and size (each pair's ``a``/``b`` a view of a row)."""
+    return _decode_block(pairs, indices, mismatch, classic, max_side).unpack()
+
+
+def _decode_block(pairs, indices, mismatch, classic, max_side) -> _Block:
+    decoded = [_decode_arrays(i, pairs[i], mismatch, classic, max_side) for i in indices]
+    by_shape: dict[tuple, list[int]] = {}
+    for k, (_, a, _) in enumerate(decoded):
+        if a is not None:
+            by_shape.setdefault(a.shape, []).append(k)
+    groups = []
+    for (h, w, c), positions in by_shape.items():
+        ta, tb = _block_tensor((len(positions), c, h, w)), _block_tensor((len(positions), c, h, w))
+        na, nb = ta.numpy(), tb.numpy()
+        for row, k in enumerate(positions):  # channels first, straight into the block's tensors
+            _, a, b = decoded[k]
+            na[row] = a.transpose(2, 0, 1)
+            nb[row] = b.transpose(2, 0, 1)
+        groups.append((positions, ta, tb))
+    return _Block([d for d, _, _ in decoded], groups)
+
+
+def stack_rows(tensors: Sequence[torch.Tensor]) -> torch.Tensor:
+    """``torch.stack(tensors)``, without copying when they are consecutive rows of one contiguous
+    tensor (as the pairs of a size in a block from :func:`block_loader` are)."""
+    base = tensors[0]._base
+    if base is not None and base.is_contiguous() and base.ndim == tensors[0].ndim + 1 and base.shape[0]:
+        row = base[0].numel()
+        first, rem = divmod(tensors[0].storage_offset() - base.storage_offset(), row)
+        if (not rem and first + len(tensors) <= base.shape[0]
+                and all(t._base is base and t.shape == base.shape[1:] and t.is_contiguous()
+                        and t.storage_offset() == base.storage_offset() + (first + j) * row
+                        for j, t in enumerate(tensors))):
+            return base[first:first + len(tensors)]
+    return torch.stack(list(tensors))
 
 
 class PairDataset(Dataset):
@@ -121,9 +201,13 @@ class PairDataset(Dataset):
     def __getitem__(self, i: int) -> Decoded:
         return decode_pair(i, self.pairs[i], mismatch=self.mismatch, classic=self.classic, max_side=self.max_side)
 
+    def __getitems__(self, indices: Sequence[int]) -> _Block:
+        """A whole block (what a ``DataLoader`` with a ``batch_sampler`` asks for), packed."""
+        return _decode_block(self.pairs, indices, self.mismatch, self.classic, self.max_side)
 
-def _as_list(items: list) -> list:
-    return items
+
+def _as_block(block: _Block) -> _Block:
+    return block
 
 
 def default_workers() -> int:
@@ -131,12 +215,27 @@ def default_workers() -> int:
     return max(1, min(4, (os.cpu_count() or 2) - 1))
 
 
-def block_loader(dataset: PairDataset, blocks: Sequence[Sequence[int]], *, workers: int | None = None) -> DataLoader:
-    """A ``DataLoader`` yielding one ``list[Decoded]`` per block, in order, decoded by ``workers``
-    processes (``0``: in this process; ``None``: :func:`default_workers`)."""
+def block_loader(dataset: PairDataset, blocks: Sequence[Sequence[int]], *,
+                 workers: int | None = None) -> Iterator[list[Decoded]]:
+    """One ``list[Decoded]`` per block, in order, decoded by ``workers`` processes (``0``: in
+    this process; ``None``: :func:`default_workers`) through a ``DataLoader``.
+
+    The first block is decoded in this process while the workers start and decode the next
+    ones: the network would otherwise wait for a worker's start-up and a whole block first.
+    """
     workers = default_workers() if workers is None else int(workers)
     if workers < 0:
         raise ValueError(f"workers must be ≥ 0, got {workers}")
-    return DataLoader(dataset, batch_sampler=[list(b) for b in blocks], num_workers=workers,
-                      collate_fn=_as_list, prefetch_factor=2 if workers else None,
-                      persistent_workers=False)
+    blocks = [list(b) for b in blocks]
+    if workers == 0 or len(blocks) < 2:
+        return (dataset.__getitems__(b).unpack() for b in blocks)
+    loader = DataLoader(dataset, batch_sampler=blocks[1:], num_workers=workers, collate_fn=_as_block,
+                        prefetch_factor=2, persistent_workers=False)
+    return _first_here(dataset, blocks[0], loader)
+
+
+def _first_here(dataset: PairDataset, first: list[int], loader: DataLoader) -> Iterator[list[Decoded]]:
+    rest = iter(loader)  # starts the workers; they decode blocks 1, 2, … meanwhile
+    yield dataset.__getitems__(first).unpack()
+    for block in rest:
+        yield block.unpack()

@@ -16,7 +16,11 @@ How the work is organised (the same on a CPU and a GPU):
    input scaling), input convention, grayscale or size feeds the network a different input, and
    ST-LPIPS, DISTS and LPIPS have different networks (DISTS's VGG16 pools with L2 pooling), so
    those are separate passes. Each pass batches pairs by the model's ``images_per_batch``
-   (both images of a pair in one backbone batch).
+   (both images of a pair in one backbone batch). At native size an LPIPS-like pass takes the
+   bucket's ``[0, 1]`` images as the loader stacked them and writes them into the backbone's
+   batches with the input convention and the version's scaling layer fused into one
+   multiply-add (``input_affine`` of ``pair_channel_terms``; a few float32 ulps from applying
+   them in turn, far below the 1e-6 agreement with the single-pair API).
 4. A pair that cannot be read, differs in size under ``mismatch="error"``, or is too small for
    a metric becomes a row with ``error_kind`` and ``error``; the summary counts those rows by
    kind and leaves them out of every metric's statistics.
@@ -42,11 +46,16 @@ import torch
 from .. import metric_registry
 from ..protocol import resolve_device
 from . import store
-from .loader import MISMATCH_POLICIES, Decoded, PairDataset, block_loader
+from .loader import MISMATCH_POLICIES, Decoded, PairDataset, block_loader, stack_rows
 from .pairs import Discovery, Pair, pairs_digest, shard_bounds
 from .specs import MetricSpec, parse_specs
 
 __all__ = ["ScoreResult", "Scorer", "default_block", "mean_ci", "package_versions", "score_pairs", "summarize"]
+
+
+#: ``(a, b)`` with ``x · a + b`` the input convention applied to an image ``x`` in ``[0, 1]``
+#: (:func:`lpips_core.conventions.apply_convention`).
+FROM_UNIT: dict[str, tuple[float, float]] = {"[-1,1]": (2.0, -1.0), "[0,1]": (1.0, 0.0), "[0,255]": (255.0, 0.0)}
 
 
 def default_block(device: torch.device) -> int:
@@ -117,11 +126,19 @@ class Scorer:
         """One network pass of a bucket ``(N, 3, H, W)`` in ``[0, 1]`` → ``{name: (N,)}``."""
         s0 = specs[0]
         model = self.model(s0)
-        opts = dict(convention=s0.convention, size=s0.size, grayscale=s0.grayscale, device=model.device)
-        x = metric_registry.prepare_input(s0.metric, a01, **opts)
-        y = metric_registry.prepare_input(s0.metric, b01, **opts)
+        if hasattr(model, "pair_channel_terms") and s0.size is None and not s0.grayscale:
+            # LPIPS-like at native size: the [0, 1] images (decoded here, so already checked)
+            # go straight into the backbone's batches, the convention fused with the scaling layer
+            convention = metric_registry.correct_convention(s0.metric) if s0.convention in (None, "correct") \
+                else s0.convention
+            x, y, affine = a01.to(model.device), b01.to(model.device), FROM_UNIT[convention]
+        else:
+            opts = dict(convention=s0.convention, size=s0.size, grayscale=s0.grayscale, device=model.device)
+            x = metric_registry.prepare_input(s0.metric, a01, **opts)
+            y = metric_registry.prepare_input(s0.metric, b01, **opts)
+            affine = None
         if hasattr(model, "pair_channel_terms"):  # LPIPS-like: lin and baseline from one pass
-            terms = model.pair_channel_terms(x, y)
+            terms = model.pair_channel_terms(x, y, input_affine=affine)
             weights = model.channel_weights
             out = {}
             for s in specs:
@@ -135,8 +152,8 @@ class Scorer:
         return {s.name: total for s in specs}
 
     def _bucket(self, ds: list[Decoded]) -> dict[int, dict[str, float]]:
-        a01 = torch.stack([d.a for d in ds])
-        b01 = torch.stack([d.b for d in ds])
+        a01 = stack_rows([d.a for d in ds])
+        b01 = stack_rows([d.b for d in ds])
         values: dict[int, dict[str, float]] = {d.index: {} for d in ds}
         for specs in self.passes.values():
             try:
