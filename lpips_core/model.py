@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Literal, Sequence
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -83,6 +84,51 @@ def _difference(a_hat: torch.Tensor, b: torch.Tensor, *, raw_b: bool, own_b: boo
     if own_b and b.shape[0] >= a_hat.shape[0]:
         return b.sub_(a_hat)
     return a_hat - b
+
+
+def _numpy_head(device: torch.device) -> bool:
+    """Whether :meth:`LPIPSBase.pair_channel_terms` runs its head (normalise, difference, square,
+    spatial mean) in NumPy on one thread: on a CPU with at most two intra-op threads.
+
+    Those passes are short and memory-bound, about nine per layer; on two OpenMP threads each
+    is a fork/join that waits whenever another process holds one of the two cores. Measured on
+    a 2-core CPU shared with other jobs (one AlexNet chunk of 12 images at 256 px): normalising
+    the taps took 10 ms on one thread and 194 ms on two (load 3.5); the whole head 27 ms in
+    NumPy, 36 ms in PyTorch on one thread, 74 ms on two (load 4.6). With more threads the
+    bandwidth of several cores wins. (``compare`` and ``forward`` keep the PyTorch head.)
+    """
+    return device.type == "cpu" and torch.get_num_threads() <= 2
+
+
+def _np_unit_normalize_(f: np.ndarray) -> np.ndarray:
+    """:func:`_unit_normalize_` of an ``(N, C, H, W)`` float32 array, in NumPy (one thread)."""
+    r = np.einsum("nchw,nchw->nhw", f, f)
+    np.sqrt(r, out=r)
+    r += np.float32(EPS)
+    np.reciprocal(r, out=r)
+    f *= r[:, None]
+    return f
+
+
+def _np_prepare(taps: list[torch.Tensor]) -> list[torch.Tensor]:
+    """Normalise CPU taps in place through their NumPy views."""
+    for t in taps:
+        _np_unit_normalize_(t.numpy())
+    return taps
+
+
+def _np_channel_terms(fx: Sequence[torch.Tensor], fy: Sequence[torch.Tensor], raw_y: bool) -> list[torch.Tensor]:
+    """Per layer ``(N, C_l)``: ``mean_hw((ŷ − x̂)²)``, overwriting the transient ``fy`` (normalised
+    first if ``raw_y``); ``fx`` normalised, a batch of 1 or as many as ``fy``."""
+    out = []
+    for a, b in zip(fx, fy):
+        na, nb = a.numpy(), b.numpy()
+        if raw_y:
+            _np_unit_normalize_(nb)
+        np.subtract(nb, na, out=nb)
+        np.multiply(nb, nb, out=nb)
+        out.append(torch.from_numpy(nb.reshape(nb.shape[0], nb.shape[1], -1).mean(-1)))
+    return out
 
 
 def _weighted_sum(d2: torch.Tensor, weights: Sequence[torch.Tensor] | None, layer: int) -> torch.Tensor:
@@ -205,8 +251,12 @@ class LPIPSBase(LearnedMetric):
                 version's scaling layer are then applied as one ``x · gain + bias`` (a few float32
                 ulps from applying them in turn), written straight into the backbone's batch.
         """
-        parts = [[_difference(a, b, raw_b=raw, own_b=not raw).square_().mean((2, 3)) for a, b in zip(fx, fy)]
-                 for fx, fy, _, raw in self._pair_chunks(x, y, input_affine=input_affine)]
+        if _numpy_head(self.device):
+            parts = [_np_channel_terms(fx, fy, raw)
+                     for fx, fy, _, raw in self._pair_chunks(x, y, input_affine=input_affine, numpy=True)]
+        else:
+            parts = [[_difference(a, b, raw_b=raw, own_b=not raw).square_().mean((2, 3)) for a, b in zip(fx, fy)]
+                     for fx, fy, _, raw in self._pair_chunks(x, y, input_affine=input_affine)]
         return [torch.cat(layer).cpu() for layer in zip(*parts)]
 
     def _taps(self, x: torch.Tensor) -> tuple[list[torch.Tensor], tuple[int, int]]:
@@ -230,10 +280,19 @@ class LPIPSBase(LearnedMetric):
         gain, bias = self._affine(input_affine)
         return torch.addcmul(bias, x, gain)
 
-    def _pair_input(self, xc: torch.Tensor, yc: torch.Tensor, input_affine: tuple[float, float] | None) -> torch.Tensor:
-        """``xc`` and ``yc`` scaled into one ``(2n, 3, H, W)`` backbone batch, without an extra copy."""
+    def _pair_input(self, xc: torch.Tensor, yc: torch.Tensor, input_affine: tuple[float, float] | None, *,
+                    numpy: bool = False) -> torch.Tensor:
+        """``xc`` and ``yc`` scaled into one ``(2n, 3, H, W)`` backbone batch, without an extra copy
+        (with ``numpy`` and an ``input_affine``: by NumPy on one thread, CPU tensors)."""
         n = xc.shape[0]
         out = torch.empty((2 * n, *xc.shape[1:]), dtype=xc.dtype, device=xc.device)
+        if numpy and input_affine is not None:
+            gain, bias = (t.numpy() for t in self._affine(input_affine))
+            o = out.numpy()
+            np.multiply(xc.detach().numpy(), gain, out=o[:n])
+            np.multiply(yc.detach().numpy(), gain, out=o[n:])
+            o += bias
+            return out
         if input_affine is None and not self._scaling:
             return torch.cat([xc, yc], out=out)
         if input_affine is None:  # the scaling layer, as the reference computes it
@@ -256,30 +315,34 @@ class LPIPSBase(LearnedMetric):
                 ) from exc
             raise
 
-    def _pair_chunks(self, x: torch.Tensor, y: torch.Tensor, *, input_affine: tuple[float, float] | None = None):
+    def _pair_chunks(self, x: torch.Tensor, y: torch.Tensor, *, input_affine: tuple[float, float] | None = None,
+                     numpy: bool = False):
         """Yield ``(normalised taps of one side, taps of the other, input size, raw)`` over chunks of
         pairs sized by :meth:`images_per_batch` (both sides of a chunk in one backbone batch when
         two images fit). ``raw``: the other side's taps are not normalised yet (else they are,
         together with the first side's, in one pass over the batch); either way they are
         transient. The squared difference is symmetric, so a batch of 1 on either side is the
-        cached-style "one against many" case. ``input_affine``: as :meth:`pair_channel_terms`."""
+        cached-style "one against many" case. ``input_affine``: as :meth:`pair_channel_terms`;
+        ``numpy``: the elementwise work around the backbone (input mapping, normalisation) in
+        NumPy on one thread (CPU tensors; see :func:`_numpy_head`)."""
+        prepare = _np_prepare if numpy else self._prepare
         x, y = self._check_input(x, "x"), self._check_input(y, "y")
         self._check_sizes(x, y)
         size = (x.shape[-2], x.shape[-1])
         per = self.images_per_batch(*size)
         if x.shape[0] != y.shape[0]:
             one, many = (x, y) if x.shape[0] == 1 else (y, x)
-            f_one = self._prepare(self._backbone_taps(self._scaled(one, input_affine)))
+            f_one = prepare(self._backbone_taps(self._scaled(one, input_affine)))
             for chunk in many.split(per):
                 yield f_one, self._backbone_taps(self._scaled(chunk, input_affine)), size, True
             return
         if per < 2:
             for xc, yc in zip(x.split(1), y.split(1)):
-                fx = self._prepare(self._backbone_taps(self._scaled(xc, input_affine)))
+                fx = prepare(self._backbone_taps(self._scaled(xc, input_affine)))
                 yield fx, self._backbone_taps(self._scaled(yc, input_affine)), size, True
             return
         for xc, yc in zip(x.split(per // 2), y.split(per // 2)):
-            taps = self._prepare(self._backbone_taps(self._pair_input(xc, yc, input_affine)))
+            taps = prepare(self._backbone_taps(self._pair_input(xc, yc, input_affine, numpy=numpy)))
             n = xc.shape[0]
             yield [t[:n] for t in taps], [t[n:] for t in taps], size, False
 
