@@ -201,3 +201,61 @@ def test_three_shards_merged_equal_one_run_bit_for_bit(folders, scorer, tmp_path
     with pytest.raises(ValueError, match="missing"):
         manifest_path(shards[0]).unlink()
         merge_tables(shards, tmp_path / "m3.csv")
+
+
+def test_workers_and_block_layout_do_not_change_a_number(folders, result, scorer):
+    """The first block decoded here (threads), the rest by a worker, or everything here: the same
+    rows bit for bit; a block's pairs of one size are rows of one tensor per side, which the
+    scorer batches without stacking them again."""
+    import torch
+
+    from lpips_core.datasets.loader import PairDataset, block_loader, decode_pair, stack_rows
+
+    disc = match_folders(*folders)
+    again = score_pairs(disc, scorer=scorer, batch_size=3, workers=0)
+    assert again.rows == result.rows
+    pairs = sorted(disc.pairs, key=lambda p: p.key)
+    blocks = [[0, 1, 2], [3, 4, 5], [6, 7]]
+    for workers in (0, 1):
+        got = list(block_loader(PairDataset(pairs), blocks, workers=workers))
+        assert [[d.index for d in items] for items in got] == blocks
+        for items in got:
+            for d in items:
+                one = decode_pair(d.index, pairs[d.index])
+                assert torch.equal(d.a, one.a) and torch.equal(d.b, one.b) and d.a.is_contiguous()
+            a = stack_rows([d.a for d in items if d.a.shape == items[0].a.shape])
+            assert a.data_ptr() == items[0].a.data_ptr()  # a view, no copy
+    first = got[0]  # p00, p02, p03: all 64 x 64
+    swapped = stack_rows([first[1].a, first[0].a])  # not in order: stacked
+    assert swapped.data_ptr() != first[0].a.data_ptr() and torch.equal(swapped[1], first[0].a)
+
+
+def test_fused_input_and_numpy_head_equal_the_plain_path(monkeypatch):
+    """``input_affine`` (the convention fused with the scaling layer) and the NumPy head agree
+    with the plain PyTorch path (inputs in the convention, scaled, normalised in PyTorch)."""
+    import torch
+
+    import lpips_core.model as model_module
+    from lpips_core.conventions import apply_convention
+    from lpips_core.datasets.score import FROM_UNIT
+
+    gen = torch.Generator().manual_seed(0)
+    a01, b01 = torch.rand(5, 3, 40, 48, generator=gen), torch.rand(5, 3, 40, 48, generator=gen)
+    for conv, (gain, bias) in FROM_UNIT.items():
+        assert torch.equal(apply_convention(a01, conv), a01 * gain + bias)
+    for version, conv in (("0.1", "[-1,1]"), ("0.0", "[0,255]")):
+        m = metric_registry.build("lpips", "alex", version=version)
+        for numpy_head in (False, True):
+            monkeypatch.setattr(model_module, "_numpy_head", lambda device, on=numpy_head: on)
+            plain = m.pair_channel_terms(apply_convention(a01, conv), apply_convention(b01, conv))
+            fused = m.pair_channel_terms(a01, b01, input_affine=FROM_UNIT[conv])
+            one_many = m.pair_channel_terms(a01[:1], b01, input_affine=FROM_UNIT[conv])
+            if numpy_head:
+                for g, w in zip(plain, torch_plain):
+                    torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-7)
+            else:
+                torch_plain = plain
+            for p, f in zip(plain, fused):
+                torch.testing.assert_close(f, p, rtol=1e-5, atol=1e-7)
+            for p, f in zip(m.pair_channel_terms(apply_convention(a01[:1], conv), apply_convention(b01, conv)), one_many):
+                torch.testing.assert_close(f, p, rtol=1e-5, atol=1e-7)

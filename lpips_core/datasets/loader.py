@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Iterator, Literal, Sequence, get_args
 
@@ -153,8 +154,15 @@ def decode_block(pairs: Sequence[Pair], indices: Sequence[int], *, mismatch: str
     return _decode_block(pairs, indices, mismatch, classic, max_side).unpack()
 
 
-def _decode_block(pairs, indices, mismatch, classic, max_side) -> _Block:
-    decoded = [_decode_arrays(i, pairs[i], mismatch, classic, max_side) for i in indices]
+def _decode_block(pairs, indices, mismatch, classic, max_side, threads: int = 1) -> _Block:
+    def one(i: int):
+        return _decode_arrays(i, pairs[i], mismatch, classic, max_side)
+
+    if threads > 1 and len(indices) > 1:  # Pillow and NumPy release the GIL while they decode and convert
+        with ThreadPoolExecutor(min(threads, len(indices))) as pool:
+            decoded = list(pool.map(one, indices))
+    else:
+        decoded = [one(i) for i in indices]
     by_shape: dict[tuple, list[int]] = {}
     for k, (_, a, _) in enumerate(decoded):
         if a is not None:
@@ -205,6 +213,10 @@ class PairDataset(Dataset):
         """A whole block (what a ``DataLoader`` with a ``batch_sampler`` asks for), packed."""
         return _decode_block(self.pairs, indices, self.mismatch, self.classic, self.max_side)
 
+    def decode_threaded(self, indices: Sequence[int], threads: int) -> _Block:
+        """:meth:`__getitems__` with the pairs decoded by ``threads`` threads."""
+        return _decode_block(self.pairs, indices, self.mismatch, self.classic, self.max_side, threads)
+
 
 def _as_block(block: _Block) -> _Block:
     return block
@@ -220,22 +232,27 @@ def block_loader(dataset: PairDataset, blocks: Sequence[Sequence[int]], *,
     """One ``list[Decoded]`` per block, in order, decoded by ``workers`` processes (``0``: in
     this process; ``None``: :func:`default_workers`) through a ``DataLoader``.
 
-    The first block is decoded in this process while the workers start and decode the next
-    ones: the network would otherwise wait for a worker's start-up and a whole block first.
+    The first block is decoded in this process, by one thread per CPU (up to 4), before the
+    workers start; they then decode the next blocks while the network runs on the first. (The
+    network would otherwise wait for a worker's start-up and a whole block decoded on one CPU.)
     """
     workers = default_workers() if workers is None else int(workers)
     if workers < 0:
         raise ValueError(f"workers must be ≥ 0, got {workers}")
     blocks = [list(b) for b in blocks]
-    if workers == 0 or len(blocks) < 2:
+    if workers == 0:
         return (dataset.__getitems__(b).unpack() for b in blocks)
-    loader = DataLoader(dataset, batch_sampler=blocks[1:], num_workers=workers, collate_fn=_as_block,
-                        prefetch_factor=2, persistent_workers=False)
-    return _first_here(dataset, blocks[0], loader)
+    return _first_here(dataset, blocks, workers)
 
 
-def _first_here(dataset: PairDataset, first: list[int], loader: DataLoader) -> Iterator[list[Decoded]]:
-    rest = iter(loader)  # starts the workers; they decode blocks 1, 2, … meanwhile
-    yield dataset.__getitems__(first).unpack()
-    for block in rest:
+def _first_here(dataset: PairDataset, blocks: list[list[int]], workers: int) -> Iterator[list[Decoded]]:
+    if not blocks:
+        return
+    first = dataset.decode_threaded(blocks[0], max(1, min(4, os.cpu_count() or 1)))
+    rest = None
+    if len(blocks) > 1:  # the workers fork after the decoding threads are gone
+        rest = iter(DataLoader(dataset, batch_sampler=blocks[1:], num_workers=workers, collate_fn=_as_block,
+                               prefetch_factor=2, persistent_workers=False))
+    yield first.unpack()
+    for block in rest or ():
         yield block.unpack()
