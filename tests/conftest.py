@@ -7,9 +7,12 @@ Tiers (markers registered in ``pyproject.toml``):
 - ``pytest --full``: everything (what the README's test command and ``.ci/run`` run).
 
 Marks are applied by location: ``tests/e2e/*`` → ``e2e`` (Chromium, the load test); tests using
-the ``app`` fixture or in ``test_page*.py`` → ``apptest``. Long library experiments carry an
-explicit ``@pytest.mark.slow``. ``-m`` still selects within what is collected
-(``pytest --full -m apptest``). The oracles live in :mod:`lpips_core.testing`.
+the ``app`` fixture or in ``test_page*.py`` → ``apptest``. An explicit ``@pytest.mark.slow`` marks
+long library experiments, and the costly members of a family whose representative stays in the
+fast tier: VGG16 twins of AlexNet checks (parity, gradients, the contract), and CLI subprocess
+tests beside one end-to-end run per CLI or an in-process twin through ``main``. ``-m`` still
+selects within what is collected (``pytest --full -m apptest``). The oracles live in
+:mod:`lpips_core.testing`.
 
 The fast tier runs torch on one intra-op thread, in-process and in the CLIs its tests start
 (``OMP_NUM_THREADS=1``), unless ``OMP_NUM_THREADS`` is already set: its tensors are small, and on
