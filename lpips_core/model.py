@@ -310,9 +310,8 @@ class LPIPSBase(LearnedMetric):
             return list(self.backbone(inp))
         except (RuntimeError, ValueError) as exc:  # as LearnedMetric._run words it
             if any(s in str(exc).lower() for s in ("size", "kernel", "padding", "dimension")):
-                raise ValueError(
-                    f"an input of {inp.shape[-2]}×{inp.shape[-1]} px is too small for the {self._label} backbone: {exc}"
-                ) from exc
+                h, w = inp.shape[-2:]
+                raise ValueError(f"an input of {h}×{w} px is too small for the {self._label} backbone: {exc}") from exc
             raise
 
     def _pair_chunks(self, x: torch.Tensor, y: torch.Tensor, *, input_affine: tuple[float, float] | None = None,

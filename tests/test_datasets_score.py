@@ -257,5 +257,6 @@ def test_fused_input_and_numpy_head_equal_the_plain_path(monkeypatch):
                 torch_plain = plain
             for p, f in zip(plain, fused):
                 torch.testing.assert_close(f, p, rtol=1e-5, atol=1e-7)
-            for p, f in zip(m.pair_channel_terms(apply_convention(a01[:1], conv), apply_convention(b01, conv)), one_many):
+            plain_one_many = m.pair_channel_terms(apply_convention(a01[:1], conv), apply_convention(b01, conv))
+            for p, f in zip(plain_one_many, one_many):
                 torch.testing.assert_close(f, p, rtol=1e-5, atol=1e-7)

@@ -37,8 +37,8 @@ from ..images import ImageLoadError, load_image
 from .pairs import Pair
 from .specs import CLASSIC
 
-__all__ = ["MISMATCH_POLICIES", "Decoded", "PairDataset", "block_loader", "decode_block", "default_workers",
-           "decode_pair", "stack_rows"]
+__all__ = ["MISMATCH_POLICIES", "Decoded", "PairDataset", "block_loader", "default_workers", "decode_pair",
+           "stack_rows"]
 
 Mismatch = Literal["error", "resize", "crop"]
 MISMATCH_POLICIES: tuple[str, ...] = get_args(Mismatch)
@@ -145,13 +145,6 @@ def _block_tensor(shape: tuple[int, ...]) -> torch.Tensor:
         return torch.empty(shape)
     storage = torch.empty(0)._typed_storage()._new_shared(math.prod(shape), device="cpu")
     return torch.empty(0).new(storage).resize_(shape)
-
-
-def decode_block(pairs: Sequence[Pair], indices: Sequence[int], *, mismatch: str = "error",
-                 classic: Sequence[str] = (), max_side: int | None = None) -> list[Decoded]:
-    """:func:`decode_pair` for the pairs ``indices`` of ``pairs``, their images written into one
-    ``(n, 3, H, W)`` tensor per side and size (each pair's ``a``/``b`` a view of a row)."""
-    return _decode_block(pairs, indices, mismatch, classic, max_side).unpack()
 
 
 def _decode_block(pairs, indices, mismatch, classic, max_side, threads: int = 1) -> _Block:
