@@ -88,6 +88,13 @@ def remember(ref_id: str, kind: str, values: Sequence[float], totals: Sequence[f
     table.update({(ref_id, kind, float(v), metric, config): float(t) for v, t in zip(values, totals)})
 
 
+def remembered(ref_id: str, metric: str, config: tuple) -> bool:
+    """Whether both sweeps of this reference, metric and config are in :func:`swept`."""
+    table = swept()
+    return all((ref_id, kind, float(v), metric, config) in table
+               for kind, values in (("shift", SHIFTS), ("blur", SIGMAS)) for v in values)
+
+
 def distance(ref: np.ndarray, ref_id: str, kind: str, value: float, metric: str, config: tuple, model) -> float:
     """The copy's distance: from a sweep when one has covered it (this server's, else one cached on
     disk by :func:`lpips_core.shift_blur.sweep`, e.g. precomputed at set-up), else one pass (:func:`copy_score`)."""
@@ -121,12 +128,23 @@ def why_maps_figure(ref_id: str, config: tuple, sigma: float, _maps: dict, _name
     return layer_maps_by_shift(_maps, _names)
 
 
-def section(title: str, present: bool):
-    """In the presentation view a collapsed expander (below the one-screen answer); otherwise a subheader."""
-    if present:
-        return st.expander(title)
-    st.subheader(title)
-    return st.container()
+class Section:
+    """A titled part of the page below the answer: in the presentation view a collapsed expander
+    whose content is built only while it is open (``open``; opening it reruns the page), otherwise
+    a subheader and a container, always built.
+
+    A folded chart would still be sent and drawn by the browser on every slider step (measured:
+    the hidden curves figure alone cost ~0.3 s of the browser's main thread per step), so the
+    charts of a closed section are neither computed into figures nor sent.
+    """
+
+    def __init__(self, title: str, present: bool, key: str, *, lazy: bool = True):
+        if present:
+            self.box = st.expander(title, key=key, on_change="rerun") if lazy else st.expander(title)
+            self.open = bool(self.box.open) if lazy else True
+        else:
+            st.subheader(title)
+            self.box, self.open = st.container(), True
 
 
 # --------------------------------------------------------------------------- the answer, on one screen
@@ -195,7 +213,7 @@ if not models:
 
 table = pd.DataFrame({"metric": list(rows), f"shifted {s:g} px": [v[0] for v in rows.values()],
                       f"blurred σ = {sigma:g}": [v[1] for v in rows.values()]})
-with section("The numbers", present):
+with Section("The numbers", present, "svb_open_numbers", lazy=False).box:
     st.dataframe(table, hide_index=True, key="svb_current_table")
     st.caption("Bars: each metric's distance of the shifted copy over the blurred copy's, on one log axis "
                "(SSIM as 1 − SSIM); below 1 the metric forgives the shift. Red: the sidebar's backbone.")
@@ -206,8 +224,8 @@ with section("The numbers", present):
                     "the smaller, the more a metric forgives the shift): " + ", ".join(shares) + ".")
 
 # --------------------------------------------------------------------------- why, and the details
-why = section("Why deep features forgive a shift", present)
-why.markdown(
+why = Section("Why deep features forgive a shift", present, "svb_open_why")
+why.box.markdown(
     "Each layer of the network pools and strides: AlexNet's first layer already samples every 4th pixel, "
     "and every later layer sees a wider neighbourhood (its receptive field grows with depth). A feature "
     "that summarises a 100-pixel patch hardly changes when the patch moves by one pixel, while a "
@@ -215,25 +233,27 @@ why.markdown(
     f"each layer's term (for {ui.NET_LABELS[cfg.net] if cfg.net in models else 'the first available backbone'}) "
     "as the shift grows, first as maps on one colour scale, then as a multiple of the same layer's term for the blur."
 )
-why_slot = why.empty()
-stripes_slot = section("The 8×8 stripes: why pixel metrics get it backwards", present)
-curves_slot = section("The curves: every metric against the shift and the blur (shared y-axes)", present)
+why_slot = why.box.empty()
+stripes = Section("The 8×8 stripes: why pixel metrics get it backwards", present, "svb_open_stripes")
+curves_section = Section("The curves: every metric against the shift and the blur (shared y-axes)", present,
+                         "svb_open_curves")
 
-with stripes_slot:
-    lesson = stripes_lesson()
-    mse_shift, mse_blur = (r["MSE"] for r in lesson["rows"])
-    st.markdown("Every row of the reference reads `0 0 1 1 0 0 1 1`. One copy is shifted right by one pixel "
-                "(wrapping around), the other blurred with the kernel ¼[1 2 1] (wrapping around).")
-    st.plotly_chart(stripes_figure(), key="svb_stripes_fig")
-    st.dataframe(pd.DataFrame(lesson["rows"]), hide_index=True, key="svb_stripes_table",
-                 column_config={"MSE": st.column_config.NumberColumn(format="%.4f"),
-                                "PSNR (dB)": st.column_config.NumberColumn(format="%.2f")})
-    st.markdown(f"Pixel MSE calls the blurred copy **{mse_shift / mse_blur:g}×** closer "
-                f"({mse_shift:g} / {mse_blur:g}), the opposite of what we see. "
-                "(LPIPS needs more pixels than 8×8, so the question moves to the real image above.)")
+if stripes.open:
+    with stripes.box:
+        lesson = stripes_lesson()
+        mse_shift, mse_blur = (r["MSE"] for r in lesson["rows"])
+        st.markdown("Every row of the reference reads `0 0 1 1 0 0 1 1`. One copy is shifted right by one pixel "
+                    "(wrapping around), the other blurred with the kernel ¼[1 2 1] (wrapping around).")
+        st.plotly_chart(stripes_figure(), key="svb_stripes_fig")
+        st.dataframe(pd.DataFrame(lesson["rows"]), hide_index=True, key="svb_stripes_table",
+                     column_config={"MSE": st.column_config.NumberColumn(format="%.4f"),
+                                    "PSNR (dB)": st.column_config.NumberColumn(format="%.2f")})
+        st.markdown(f"Pixel MSE calls the blurred copy **{mse_shift / mse_blur:g}×** closer "
+                    f"({mse_shift:g} / {mse_blur:g}), the opposite of what we see. "
+                    "(LPIPS needs more pixels than 8×8, so the question moves to the real image above.)")
 
 why_net = next(iter(models), None)
-if why_net is not None:
+if why_net is not None and why.open:
     with why_slot.container():
         m = models[why_net]
         key = (why_net, cfg.version, cfg.lin)
@@ -255,33 +275,42 @@ if why_net is not None:
             st.caption(f"At a 1 px shift: {names[int(np.argmax(one))]} finds the shift {one.max():.2g}× the blur, "
                        f"{names[int(np.argmin(one))]} only {one.min():.2g}× (term ratios, {ui.NET_LABELS[why_net]}).")
 
-with curves_slot:
+# The sweeps run whether or not their chart is shown: a slider step then reads each copy's distance
+# from them (``remember``) instead of passing it through every network. Once remembered, a closed
+# section does not fetch them again.
+sweeps = [(lpips_name[net], LPIPS, (net, cfg.version, cfg.lin), m, MAP_SHIFTS if net == why_net else ())
+          for net, m in models.items()]
+sweeps += [(succ_name[sid], ui.SUCCESSORS[sid][0], (ui.SUCCESSORS[sid][1],), m, ()) for sid, m in succ_models.items()]
+series_shift: dict[str, list[float]] = {}
+series_blur: dict[str, list[float]] = {}
+with (curves_section.box if curves_section.open else st.container()):
     with st.spinner("Running the sweeps through the networks (once per reference; cached on disk)…"):
-        series_shift = {name: [classic(ref_id, ref, "shift", v)[name] for v in SHIFTS] for name in ("MSE", "PSNR (dB)", "SSIM")}
-        series_blur = {name: [classic(ref_id, ref, "blur", v)[name] for v in SIGMAS] for name in ("MSE", "PSNR (dB)", "SSIM")}
-        for net, m in models.items():
-            key = (net, cfg.version, cfg.lin)
-            maps_at = MAP_SHIFTS if net == why_net else ()  # the same call as the "why" figure: one sweep
-            series_shift[lpips_name[net]] = curve(ref_id, ref, "shift", SHIFTS, LPIPS, key, m, maps_at=maps_at)["total"]
-            series_blur[lpips_name[net]] = curve(ref_id, ref, "blur", SIGMAS, LPIPS, key, m)["total"]
-            remember(ref_id, "shift", SHIFTS, series_shift[lpips_name[net]], LPIPS, key)
-            remember(ref_id, "blur", SIGMAS, series_blur[lpips_name[net]], LPIPS, key)
-        for sid, m in succ_models.items():
-            metric, net = ui.SUCCESSORS[sid]
-            series_shift[succ_name[sid]] = curve(ref_id, ref, "shift", SHIFTS, metric, (net,), m)["total"]
-            series_blur[succ_name[sid]] = curve(ref_id, ref, "blur", SIGMAS, metric, (net,), m)["total"]
-            remember(ref_id, "shift", SHIFTS, series_shift[succ_name[sid]], metric, (net,))
-            remember(ref_id, "blur", SIGMAS, series_blur[succ_name[sid]], metric, (net,))
-    extra_rows = tuple(r for r in EXTRA_ROWS if any(name.startswith(r) for name in succ_name.values()))
-    st.plotly_chart(
-        sweep_curves({"shift (px)": (SHIFTS, series_shift), "blur σ (px)": (SIGMAS, series_blur)},
-                     markers={"shift (px)": s, "blur σ (px)": sigma},
-                     rows=METRIC_ROWS + extra_rows if extra_rows else None, shared_y=True),
-        key="svb_curves",
-    )
-    st.caption("Each row's shift and blur panels share one y-axis, so the two can be compared by eye. "
-               "PSNR of an unchanged image is infinite, so its curves start at the first distorted point. "
-               "Each curve is one batch through the network; the reference's features are computed once.")
-    if succ_name:
-        st.caption("ST-LPIPS is LPIPS on an anti-aliased network retrained on the same judgments; DISTS compares "
-                   "VGG16 feature statistics (texture) and correlations (structure).")
+        for name, metric, config, m, maps_at in sweeps:
+            if not curves_section.open and remembered(ref_id, metric, config):
+                continue
+            # the why figure's sweep (with maps) is the same call: one sweep
+            series_shift[name] = curve(ref_id, ref, "shift", SHIFTS, metric, config, m, maps_at=maps_at)["total"]
+            series_blur[name] = curve(ref_id, ref, "blur", SIGMAS, metric, config, m)["total"]
+            remember(ref_id, "shift", SHIFTS, series_shift[name], metric, config)
+            remember(ref_id, "blur", SIGMAS, series_blur[name], metric, config)
+
+if curves_section.open:
+    with curves_section.box:
+        classic_shift = {name: [classic(ref_id, ref, "shift", v)[name] for v in SHIFTS]
+                         for name in ("MSE", "PSNR (dB)", "SSIM")}
+        classic_blur = {name: [classic(ref_id, ref, "blur", v)[name] for v in SIGMAS]
+                        for name in ("MSE", "PSNR (dB)", "SSIM")}
+        extra_rows = tuple(r for r in EXTRA_ROWS if any(name.startswith(r) for name in succ_name.values()))
+        st.plotly_chart(
+            sweep_curves({"shift (px)": (SHIFTS, {**classic_shift, **series_shift}),
+                          "blur σ (px)": (SIGMAS, {**classic_blur, **series_blur})},
+                         markers={"shift (px)": s, "blur σ (px)": sigma},
+                         rows=METRIC_ROWS + extra_rows if extra_rows else None, shared_y=True),
+            key="svb_curves",
+        )
+        st.caption("Each row's shift and blur panels share one y-axis, so the two can be compared by eye. "
+                   "PSNR of an unchanged image is infinite, so its curves start at the first distorted point. "
+                   "Each curve is one batch through the network; the reference's features are computed once.")
+        if succ_name:
+            st.caption("ST-LPIPS is LPIPS on an anti-aliased network retrained on the same judgments; DISTS "
+                       "compares VGG16 feature statistics (texture) and correlations (structure).")

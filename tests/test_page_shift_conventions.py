@@ -93,6 +93,14 @@ def test_shift_vs_blur_presentation_view(app, models, tmp_path, monkeypatch):
     verdict = next(m.value for m in at.markdown if m.value.startswith("**Verdict at a 1 px shift"))
     assert "**LPIPS · AlexNet calls the" in verdict and "(the sidebar's backbone)**" in verdict
     assert [e.label for e in at.main.expander][:2] == ["The numbers", "Why deep features forgive a shift"]
+    # folded sections send no chart (the browser would draw them on every step); opening one does
+    sent = [el.proto.id for el in at.get("plotly_chart")]
+    assert any("svb_ratio" in i for i in sent)
+    assert not [i for i in sent if any(k in i for k in ("svb_why_maps", "svb_why_ratio", "svb_curves", "svb_stripes"))]
+    assert at.session_state["svb_open_why"] is False
+    for key in ("svb_open_why", "svb_open_curves", "svb_open_stripes"):
+        at.session_state[key] = True
+    ok(at.run())
 
     # why: each layer's map for a growing shift, the library's spatial terms, block-averaged
     res = lpips_many(models("alex"), ref, [shift(ref, v, boundary="reflect") for v in (1, 8)], spatial=True)

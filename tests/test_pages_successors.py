@@ -81,6 +81,7 @@ def test_default_successors_follow_the_device(app):
 
 
 def test_shift_vs_blur_successors(app, metric_model):
+    app.session_state["svb_open_curves"] = True  # the curves' section, folded by default in the presentation view
     at = _start(app, ["stlpips-alex"])
     _ok(at.multiselect(key="svb_successors").set_value(ALL).run())
     _ok(at.slider(key="svb_shift").set_value(2).run())  # the default is the lesson's 1 px
