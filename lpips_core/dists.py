@@ -160,6 +160,9 @@ class DISTS(LearnedMetric):
     metric = "dists"
     input_range = "[0,1]"
     has_maps = False
+    # channels-last moved its input gradients up to 1.2e-6 from the reference (the parity bound is
+    # 1e-6) for a gain of ~10%: DISTS keeps the contiguous layout
+    channels_last_on_cpu = False
     stage_names = STAGE_NAMES
 
     def __init__(

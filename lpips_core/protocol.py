@@ -378,6 +378,11 @@ class LearnedMetric(nn.Module):
     metric: ClassVar[str] = ""
     input_range: ClassVar[str] = "[-1,1]"
     has_maps: ClassVar[bool] = True
+    #: Keep the weights channels-last on a CPU, so oneDNN's convolutions run without a layout
+    #: reorder around every layer. Measured on 2 cores, a 256 px pair: VGG16 LPIPS 0.82 → 0.66 s
+    #: (medians of interleaved runs), ST-LPIPS AlexNet 244 → 191 ms, AlexNet 40 → 35 ms; distances
+    #: within 5e-8 of the contiguous layout, gradients within the 1e-6 parity bound.
+    channels_last_on_cpu: ClassVar[bool] = True
 
     net: str
     version: str | None
@@ -391,6 +396,8 @@ class LearnedMetric(nn.Module):
         self.eval()
         self.device = resolve_device(device)
         self.to(self.device)
+        if self.device.type == "cpu" and self.channels_last_on_cpu:
+            self.to(memory_format=torch.channels_last)
         self.ref_cache = FeatureCache()
 
     def train(self, mode: bool = True) -> "LearnedMetric":

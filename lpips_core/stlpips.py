@@ -37,7 +37,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .backbones import CHANNELS, LAYER_NAMES
+from .backbones import CHANNELS, LAYER_NAMES, layers_for
 from .model import LPIPSBase
 from .protocol import resolve_device
 from .weights import WeightsUnavailable
@@ -141,7 +141,7 @@ class STBackbone(nn.Module):
         """``(N, 3, H, W)`` scaled input → one ``(N, C_l, H_l, W_l)`` tensor per tap."""
         out = []
         last = self.taps[-1]
-        for i, layer in enumerate(self.features):
+        for i, layer in enumerate(layers_for(self, x)):
             x = layer(x)
             if i in self.taps:
                 out.append(x)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import io
 import math
 
@@ -126,8 +127,11 @@ def test_map_overlay_holds_the_library_map(alex, pair):
     values = res.spatial_map[0].numpy()
     fig = maps.map_overlay(dist, values, opacity=0.35, title="t")
     (img,), (heat,) = _traces(fig, "image"), _traces(fig, "heatmap")
-    np.testing.assert_array_equal(np.asarray(img.z), maps.to_uint8(dist))
-    np.testing.assert_allclose(np.asarray(heat.z), values)
+    assert img.z is None and img.source.startswith("data:image/png;base64,")
+    shown = np.asarray(Image.open(io.BytesIO(base64.b64decode(img.source.split(",", 1)[1]))).convert("RGB"))
+    np.testing.assert_array_equal(shown, maps.to_uint8(dist))  # lossless
+    np.testing.assert_array_equal(np.asarray(heat.z), values)  # the library's float32 map, exactly
+    assert heat.zsmooth == "fast"
     assert heat.opacity == 0.35
     assert "%{z" in heat.hovertemplate
     assert float(np.asarray(heat.z).mean()) == pytest.approx(float(res.total[0]), rel=1e-3)

@@ -220,3 +220,28 @@ def test_images_per_batch_budget(alex):
     assert vgg.images_per_batch(256, 256) == 1 and vgg.images_per_batch(128, 128) == 3
     assert alex.images_per_batch(512, 512) == 3 and vgg.images_per_batch(512, 512) == 1
     assert alex.images_per_batch(256, 256) == 12 * 2**20 // (64 * 4 * 64 * 64)
+
+
+def test_cpu_weights_are_channels_last_and_the_gradient_path_runs_a_contiguous_copy(golden):
+    """A CPU model keeps its convolution weights channels-last (faster oneDNN convolutions); its
+    distances equal a contiguous twin's, and a differentiable call runs a contiguous copy of the
+    backbone, made once, that is not part of the model's state."""
+    model = LPIPS("alex", "0.1", True, device="cpu")
+    conv = next(m for m in model.backbone.features if isinstance(m, torch.nn.Conv2d))
+    assert conv.weight.is_contiguous(memory_format=torch.channels_last) and not conv.weight.is_contiguous()
+    plain = LPIPS("alex", "0.1", True, device="cpu").to(memory_format=torch.contiguous_format)
+    x = to_input(golden["ex_ref"], size=(64, 64)).repeat(2, 1, 1, 1)
+    y = torch.cat([to_input(golden[k], size=(64, 64)) for k in ("ex_p0", "ex_p1")])
+    np.testing.assert_allclose(model(x, y).numpy(), plain(x, y).numpy(), atol=1e-6, rtol=0)  # measured 1.8e-7
+
+    keys = set(model.state_dict())
+    xg = x.clone().requires_grad_()
+    model(xg, y).sum().backward()
+    twin = model.backbone.__dict__["_contiguous_features"]
+    assert all(p.is_contiguous() for p in twin.parameters())
+    assert set(model.state_dict()) == keys  # not registered
+    xp = x.clone().requires_grad_()
+    plain(xp, y).sum().backward()
+    np.testing.assert_array_equal(xg.grad.numpy(), xp.grad.numpy())  # the same layout, the same arithmetic
+    model(x.clone().requires_grad_(), y).sum().backward()
+    assert model.backbone.__dict__["_contiguous_features"] is twin  # made once
