@@ -245,3 +245,37 @@ def test_cpu_weights_are_channels_last_and_the_gradient_path_runs_a_contiguous_c
     np.testing.assert_array_equal(xg.grad.numpy(), xp.grad.numpy())  # the same layout, the same arithmetic
     model(x.clone().requires_grad_(), y).sum().backward()
     assert model.backbone.__dict__["_contiguous_features"] is twin  # made once
+
+
+@pytest.mark.parametrize("net", ["alex", "vgg", "squeeze"])
+def test_backbone_architecture_is_torchvisions(net):
+    """The features stack built without importing torchvision (AlexNet, VGG16) is torchvision's,
+    layer for layer; the weights' file names and URLs are its enums'."""
+    import torchvision.models as tvm
+
+    from lpips_core.backbones import TAPS, _features_architecture
+    from lpips_core.weights import TV_WEIGHTS
+
+    build = {"alex": tvm.alexnet, "vgg": tvm.vgg16, "squeeze": tvm.squeezenet1_1}[net]
+    enum = {"alex": tvm.AlexNet_Weights, "vgg": tvm.VGG16_Weights, "squeeze": tvm.SqueezeNet1_1_Weights}[net]
+    with torch.device("meta"):
+        theirs = build(weights=None).features[: TAPS[net][-1] + 1]
+    ours = _features_architecture(net)
+    assert repr(ours) == repr(theirs)
+    assert [(k, tuple(v.shape)) for k, v in ours.state_dict().items()] == \
+        [(k, tuple(v.shape)) for k, v in theirs.state_dict().items()]
+    assert (TV_WEIGHTS[net].name, TV_WEIGHTS[net].url) == (str(enum.IMAGENET1K_V1), enum.IMAGENET1K_V1.url)
+
+
+def test_building_the_default_models_does_not_import_torchvision():
+    """The app's first page builds AlexNet, VGG16 and ST-LPIPS: none of that imports torchvision
+    (whose import pulls in torch._dynamo, ~2 s), in a fresh interpreter."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from lpips_core import LPIPS, metric_registry; LPIPS('alex'); LPIPS('vgg'); "
+            "metric_registry.build('stlpips', 'alex'); print(sorted(m for m in sys.modules "
+            "if m.split('.')[0] == 'torchvision' or m.startswith('torch._dynamo')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "[]"
