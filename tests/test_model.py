@@ -269,13 +269,14 @@ def test_backbone_architecture_is_torchvisions(net):
 
 def test_building_the_default_models_does_not_import_torchvision():
     """The app's first page builds AlexNet, VGG16 and ST-LPIPS: none of that imports torchvision
-    (whose import pulls in torch._dynamo, ~2 s), in a fresh interpreter."""
+    (whose import pulls in torch._dynamo, ~2 s) or sympy (meta-tensor references, ~0.6 s), in a
+    fresh interpreter."""
     import subprocess
     import sys
 
     code = ("import sys; from lpips_core import LPIPS, metric_registry; LPIPS('alex'); LPIPS('vgg'); "
             "metric_registry.build('stlpips', 'alex'); print(sorted(m for m in sys.modules "
-            "if m.split('.')[0] == 'torchvision' or m.startswith('torch._dynamo')))")
+            "if m.split('.')[0] in ('torchvision', 'sympy') or m.startswith('torch._dynamo')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "[]"
