@@ -14,12 +14,13 @@ Cases (same inputs, same device, same backbone weights for both):
 - ``dataset-{net}-256``: 128 generated pairs of 256 px crops of the sample photo (blur, noise,
   JPEG, shift), written as PNG files and scored from disk. Reference: the way its
   ``lpips_2dirs.py`` does it, file by file: load both images (Pillow, ``lpips.im2tensor``), one
-  forward per pair; ours: :func:`lpips_core.datasets.score_pairs` over ``match_folders`` (blocks
-  of 16 pairs: the first decoded in-process by one thread per CPU, the rest in a DataLoader
-  worker while the network runs; both images of a pair in one backbone batch; on a CPU with at
-  most two threads the input mapping and the per-layer head in NumPy, see
-  ``lpips_core.model._numpy_head``). Floor: the backbone passes over the same blocks and
-  batches, images already decoded and scaled.
+  forward per pair; ours: :func:`lpips_core.datasets.score_pairs` over ``match_folders`` with its
+  defaults (blocks of 16 pairs; on a CPU, one scoring lane per core: DataLoader worker processes
+  that each decode and score whole blocks with one torch thread, see
+  ``lpips_core.datasets.score.default_lanes``; both images of a pair in one backbone batch; the
+  input mapping and the per-layer head in NumPy, see ``lpips_core.model._numpy_head``). Floor:
+  the backbone passes over the same blocks and batches, images already decoded and scaled, run
+  in the same lanes (their start-up included, as in ours).
 - floor (every case): the bare backbone forward passes the path must do for the same images —
   the torchvision ``features`` stack alone, on already prepared and scaled inputs, batched as our
   path batches them (``LPIPS.images_per_batch``). No LPIPS implementation can beat it.

@@ -3,6 +3,8 @@ errors become rows, streamed tables resume and shards merge bit for bit."""
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 from scipy import stats
@@ -260,3 +262,32 @@ def test_fused_input_and_numpy_head_equal_the_plain_path(monkeypatch):
             plain_one_many = m.pair_channel_terms(apply_convention(a01[:1], conv), apply_convention(b01, conv))
             for p, f in zip(plain_one_many, one_many):
                 torch.testing.assert_close(f, p, rtol=1e-5, atol=1e-7)
+
+
+def test_scoring_lanes_give_the_rows_of_one_process(broken):
+    """Two lanes (worker processes that decode and score whole blocks, one torch thread each) give
+    the rows of scoring in this process: the same errors, the same values (±1e-6)."""
+    from lpips_core.datasets.score import default_lanes
+
+    sc = Scorer(["lpips", "lpips-vgg", "psnr"], device="cpu")
+    pairs = match_folders(*broken)
+    here = score_pairs(pairs, scorer=sc, batch_size=2, lanes=0, workers=0)
+    lanes = score_pairs(pairs, scorer=sc, batch_size=2, lanes=2)
+    assert [(r["key"], r["error_kind"], r["error"]) for r in lanes.rows] == \
+        [(r["key"], r["error_kind"], r["error"]) for r in here.rows]
+    assert sum(r["error_kind"] != "" for r in lanes.rows) == 2
+    for r, h in zip(lanes.rows, here.rows):
+        for name in sc.names:
+            assert (r[name] is None) == (h[name] is None)
+            if h[name] is not None:
+                assert r[name] == pytest.approx(h[name], abs=1e-6)
+    assert lanes.summary["skipped"] == here.summary["skipped"]
+    with pytest.raises(ValueError, match="lanes"):
+        score_pairs(pairs, scorer=sc, lanes=-1)
+
+    import torch
+
+    cpu = torch.device("cpu")
+    assert default_lanes(cpu, 1) == 0 and default_lanes(cpu, 4, workers=0) == 0  # one block / all here
+    assert default_lanes(torch.device("meta"), 4) == 0  # not a CPU: the network stays in this process
+    assert default_lanes(cpu, 4) == (min(os.cpu_count(), 8) if (os.cpu_count() or 1) > 1 else 0)

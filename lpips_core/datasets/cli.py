@@ -92,6 +92,7 @@ def _reported(text: str) -> float:
 
 
 def _common(p: argparse.ArgumentParser, *, metrics: bool = True) -> None:
+    """Options every command has (``metrics``: the metric options, and ``--lanes``: score, diversity)."""
     if metrics:
         p.add_argument("--metrics", default="lpips",
                        help="comma-separated specs: mse, psnr, ssim, lpips, stlpips, dists, or full names such "
@@ -107,7 +108,13 @@ def _common(p: argparse.ArgumentParser, *, metrics: bool = True) -> None:
                        help="resize both images to N x N before the networks (classic metrics stay native)")
     p.add_argument("--mismatch", choices=("error", "resize", "crop"), default="error",
                    help="pairs of different sizes: an error row (default), resize B to A, or center-crop both")
-    p.add_argument("--workers", type=_workers, default=None, help="decoding processes (default: CPUs − 1, 1 to 4)")
+    p.add_argument("--workers", type=_workers, default=None,
+                   help="decoding processes when the networks run in the main process (default: CPUs − 1, 1 to 4; "
+                        "0: decode in the main process, no lanes)")
+    if metrics:
+        p.add_argument("--lanes", type=_workers, default=None,
+                       help="on a CPU, processes that each decode and score whole blocks on one thread "
+                            "(default: one per CPU, up to 8; 0: none)")
     p.add_argument("--batch-size", type=_positive, default=None,
                    help="pairs per block: decoded, batched and written together (default 16 on CPU, 64 on GPU)")
     p.add_argument("--device", type=_device, default=None, help="cpu, cuda, cuda:N or mps (default: auto)")
@@ -228,7 +235,8 @@ def _score(args) -> dict:
     bar = _Bar(args.command)
     try:
         res = score_pairs(disc, specs, mismatch=args.mismatch, out=args.out, resume=args.resume, shard=args.shard,
-                          batch_size=args.batch_size, workers=args.workers, device=args.device, progress=bar)
+                          batch_size=args.batch_size, workers=args.workers, device=args.device, progress=bar,
+                          lanes=args.lanes)
     finally:
         bar.close()
     return res.to_json()

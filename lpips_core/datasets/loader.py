@@ -139,15 +139,16 @@ class _Block:
         return self.items
 
 
-def _block_tensor(shape: tuple[int, ...]) -> torch.Tensor:
-    """An empty float32 tensor; in a worker, in shared memory (so handing it over copies nothing)."""
-    if get_worker_info() is None:
+def _block_tensor(shape: tuple[int, ...], shared: bool = True) -> torch.Tensor:
+    """An empty float32 tensor; in a worker (unless not ``shared``), in shared memory (so handing
+    it over copies nothing)."""
+    if not shared or get_worker_info() is None:
         return torch.empty(shape)
     storage = torch.empty(0)._typed_storage()._new_shared(math.prod(shape), device="cpu")
     return torch.empty(0).new(storage).resize_(shape)
 
 
-def _decode_block(pairs, indices, mismatch, classic, max_side, threads: int = 1) -> _Block:
+def _decode_block(pairs, indices, mismatch, classic, max_side, threads: int = 1, shared: bool = True) -> _Block:
     def one(i: int):
         return _decode_arrays(i, pairs[i], mismatch, classic, max_side)
 
@@ -162,7 +163,7 @@ def _decode_block(pairs, indices, mismatch, classic, max_side, threads: int = 1)
             by_shape.setdefault(a.shape, []).append(k)
     groups = []
     for (h, w, c), positions in by_shape.items():
-        ta, tb = _block_tensor((len(positions), c, h, w)), _block_tensor((len(positions), c, h, w))
+        ta, tb = _block_tensor((len(positions), c, h, w), shared), _block_tensor((len(positions), c, h, w), shared)
         na, nb = ta.numpy(), tb.numpy()
         for row, k in enumerate(positions):  # channels first, straight into the block's tensors
             _, a, b = decoded[k]
@@ -205,6 +206,10 @@ class PairDataset(Dataset):
     def __getitems__(self, indices: Sequence[int]) -> _Block:
         """A whole block (what a ``DataLoader`` with a ``batch_sampler`` asks for), packed."""
         return _decode_block(self.pairs, indices, self.mismatch, self.classic, self.max_side)
+
+    def decode_here(self, indices: Sequence[int]) -> list[Decoded]:
+        """A block decoded for use in this process (in a worker too: no shared memory)."""
+        return _decode_block(self.pairs, indices, self.mismatch, self.classic, self.max_side, shared=False).unpack()
 
     def decode_threaded(self, indices: Sequence[int], threads: int) -> _Block:
         """:meth:`__getitems__` with the pairs decoded by ``threads`` threads."""
