@@ -134,14 +134,15 @@ class Section:
     a subheader and a container, always built.
 
     A folded chart would still be sent and drawn by the browser on every slider step (measured:
-    the hidden curves figure alone cost ~0.3 s of the browser's main thread per step), so the
-    charts of a closed section are neither computed into figures nor sent.
+    the hidden curves figure alone cost ~0.3 s of the browser's main thread per step), and a
+    folded table makes a new session load the data grid's scripts (1.2 MB), so what a closed
+    section holds is neither built nor sent.
     """
 
-    def __init__(self, title: str, present: bool, key: str, *, lazy: bool = True):
+    def __init__(self, title: str, present: bool, key: str):
         if present:
-            self.box = st.expander(title, key=key, on_change="rerun") if lazy else st.expander(title)
-            self.open = bool(self.box.open) if lazy else True
+            self.box = st.expander(title, key=key, on_change="rerun")
+            self.open = bool(self.box.open)
         else:
             st.subheader(title)
             self.box, self.open = st.container(), True
@@ -213,15 +214,17 @@ if not models:
 
 table = pd.DataFrame({"metric": list(rows), f"shifted {s:g} px": [v[0] for v in rows.values()],
                       f"blurred σ = {sigma:g}": [v[1] for v in rows.values()]})
-with Section("The numbers", present, "svb_open_numbers", lazy=False).box:
-    st.dataframe(table, hide_index=True, key="svb_current_table")
-    st.caption("Bars: each metric's distance of the shifted copy over the blurred copy's, on one log axis "
-               "(SSIM as 1 − SSIM); below 1 the metric forgives the shift. Red: the sidebar's backbone.")
-    shares = [f"{name} {rows[name][0] / rows[name][1]:.0%}" for name in (*lpips_name.values(), *succ_name.values())
-              if rows[name][1] > 0]
-    if shares:
-        st.markdown("**The shift as a share of the blur** (the shifted copy's distance over the blurred copy's; "
-                    "the smaller, the more a metric forgives the shift): " + ", ".join(shares) + ".")
+numbers = Section("The numbers", present, "svb_open_numbers")
+if numbers.open:
+    with numbers.box:
+        st.dataframe(table, hide_index=True, key="svb_current_table")
+        st.caption("Bars: each metric's distance of the shifted copy over the blurred copy's, on one log axis "
+                   "(SSIM as 1 − SSIM); below 1 the metric forgives the shift. Red: the sidebar's backbone.")
+        shares = [f"{name} {rows[name][0] / rows[name][1]:.0%}" for name in (*lpips_name.values(), *succ_name.values())
+                  if rows[name][1] > 0]
+        if shares:
+            st.markdown("**The shift as a share of the blur** (the shifted copy's distance over the blurred copy's; "
+                        "the smaller, the more a metric forgives the shift): " + ", ".join(shares) + ".")
 
 # --------------------------------------------------------------------------- why, and the details
 why = Section("Why deep features forgive a shift", present, "svb_open_why")

@@ -125,6 +125,9 @@ def test_a_link_reproduces_a_distortion_lab_state(app):
     for key, value in LAB_LINK.items():
         assert at.query_params[key] == value, key
     assert at.query_params["device"] == "cpu" or at.query_params["device"].startswith("cuda")
+    assert not at.code  # the link's expander is folded: no code block sent
+    at.session_state[links.LINK_OPEN] = True
+    ok(at.run())
     shown = [c.value for c in at.code]
     assert any("/distortion_lab?" in c and "chain=gaussian_blur%3Asigma%3D2.5%7Cjpeg%3Aquality%3D30" in c
                for c in shown), shown

@@ -53,6 +53,7 @@ def _array(v) -> np.ndarray:
 def _start(app, tmp_path, monkeypatch):
     monkeypatch.setenv("LPIPS_EXPLORER_SWEEP_CACHE", str(tmp_path / "sweeps"))  # computed here, not read back
     app.session_state["working_side"] = 128
+    app.session_state["svb_open_numbers"] = True  # the folded table, opened
     app.session_state["successors"] = []
     return ok(app.run())
 

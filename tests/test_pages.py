@@ -39,6 +39,8 @@ def _lpips(model, ref, img, **kw) -> float:
 
 # --------------------------------------------------------------------------- shift vs blur
 def test_shift_vs_blur(app, models):
+    for section in ("svb_open_numbers", "svb_open_stripes"):  # folded (and so not sent) by default
+        app.session_state[section] = True
     at = _ok(app.run())  # the default page, with no input
     assert at.title[0].value == "Shift vs blur"
     stripes = _frame(at, "per-pixel squared error")

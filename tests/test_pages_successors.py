@@ -61,6 +61,7 @@ def _chart(at, key_part: str) -> dict:
 
 
 def _start(app, successors=None):
+    app.session_state["svb_open_numbers"] = True  # the folded table, opened
     app.session_state["working_side"] = 128
     if successors is not None:
         app.session_state["successors"] = successors

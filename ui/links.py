@@ -330,11 +330,23 @@ def write(url_path: str) -> dict[str, str]:
     return want
 
 
+#: Session-state key of the "Link to this view" expander's open state.
+LINK_OPEN = "link_open"
+
+
 def link_control(url_path: str, params: Mapping[str, str]) -> None:
-    """The sidebar's "Link to this view": the URL in ``st.code`` (its copy icon copies it)."""
+    """The sidebar's "Link to this view": the URL in ``st.code`` (its copy icon copies it).
+
+    The expander is lazy (:data:`LINK_OPEN`): the code block is sent only while it is open. Any
+    ``st.code`` on a page makes the browser fetch and parse Streamlit's syntax highlighter
+    (1.5 MB of JavaScript), measured as part of the ~1.3 s a new session spent loading scripts.
+    """
     import streamlit as st
 
-    with st.sidebar.expander("Link to this view", icon=":material/link:"):
+    box = st.sidebar.expander("Link to this view", icon=":material/link:", key=LINK_OPEN, on_change="rerun")
+    if not box.open:
+        return
+    with box:
         st.code(link(st.context.url, url_path, params), language=None, wrap_lines=True)
         st.caption("Copy it with the icon at its top right: it opens this page with the same backbone, "
                    "reference, distortions and sliders.")
