@@ -16,9 +16,6 @@ from lpips_core.sweeps import lpips_many, metric_many
 from ui.state import LAB_ADD_NAME, LAB_CHAIN, LAB_NEXT_ID, LAB_STEPS
 
 ss = st.session_state
-import time as _t, sys as _s
-_T0 = _t.perf_counter()
-def _mark(w): print(f'LAB {w} {_t.perf_counter()-_T0:.3f}', file=_s.stderr, flush=True)
 
 
 # --------------------------------------------------------------------------- chain state
@@ -120,7 +117,6 @@ SUCCESSOR_NOTES = {"stlpips": "shift-tolerant checkpoint, inputs in [-1,1]", "di
 
 
 # --------------------------------------------------------------------------- page
-_mark('start')
 _init()
 st.title("Distortion lab")
 ref, ref_name = ui.reference()
@@ -148,7 +144,6 @@ a1.selectbox("Add a distortion", list(DISTORTIONS), key=LAB_ADD_NAME, label_visi
 a2.button("Add step", key="lab_add", on_click=_add)
 a3.button("Reset", key="lab_reset", on_click=_reset)
 
-_mark('widgets')
 chain = [(s["name"], {p: v for p, v in s["params"].items()}) for s in steps]
 try:
     dist = ui.apply_chain(ref, ui.chain_key(chain))
@@ -158,7 +153,6 @@ except (ValueError, TypeError) as exc:
 ss[LAB_CHAIN] = chain  # the Conventions and Inside-a-layer pages use the same pair
 st.caption("Chain: " + ui.md_escape(ui.chain_label(chain)))
 
-_mark('chain')
 diff, gain = abs_difference(ref, dist)
 i1, i2, i3 = st.columns(3)
 i1.image(ref, caption="reference", clamp=True, width="stretch")
@@ -166,14 +160,12 @@ i2.image(dist, caption="distorted", clamp=True, width="stretch")
 i3.image(diff, caption=f"|difference| × {gain:.1f}" if gain != 1 else "|difference| (none)", clamp=True,
          width="stretch")
 
-_mark('images')
 # -- metrics for every backbone
 st.subheader("Metrics")
 chosen = ui.successor_picker("lab_successors")
 results: dict[str, dict] = {}
 rows = [{"metric": name, "value": value, "note": "" if math.isfinite(value) or name != "SSIM" else "image too small"}
         for name, value in classic_metrics(ref, dist).items()]
-_mark('classic')
 status = ui.weights_status()
 with st.spinner("LPIPS through every available backbone…"):
     for net, label in ui.NET_LABELS.items():
@@ -184,7 +176,6 @@ with st.spinner("LPIPS through every available backbone…"):
         results[net] = lab_lpips(ref, dist, net, cfg.version, cfg.lin, model)
         rows.append({"metric": f"LPIPS · {label}", "value": results[net]["total"],
                      "note": f"v{cfg.version}, {'lin' if cfg.lin else 'baseline'}"})
-_mark('lpips')
 succ_results: dict[str, dict] = {}  # successor id → lab_successor's dict
 if chosen:
     with st.spinner("The successor metrics…"):
@@ -197,7 +188,6 @@ if chosen:
             succ_results[sid] = lab_successor(ref, dist, metric, net, model)
             rows.append({"metric": ui.successor_label(sid), "value": succ_results[sid]["total"],
                          "note": SUCCESSOR_NOTES[metric]})
-_mark('successors')
 table = pd.DataFrame(rows)
 st.dataframe(table, hide_index=True, key="lab_metrics",
              column_config={"value": st.column_config.NumberColumn(format="%.5f")})
@@ -208,7 +198,6 @@ csv = table.assign(chain=ui.chain_label(chain), reference=ref_name).to_csv(index
 st.download_button("Download the metrics (CSV)", csv, file_name="lpips_metrics.csv", mime="text/csv",
                    key="lab_csv")
 
-_mark('table')
 layered = {sid: r for sid, r in succ_results.items() if "layer_maps" in r}  # ST-LPIPS: layers and maps
 staged = {sid: r for sid, r in succ_results.items() if {"texture", "structure"} <= set(r["components"])}  # DISTS
 if not results and not layered and not staged:
@@ -238,7 +227,6 @@ for sid, r in staged.items():
 if not results and not layered:
     st.stop()
 
-_mark('bars')
 map_sources = {**results, **layered}  # LPIPS backbones by net, ST-LPIPS by successor id
 
 
@@ -256,11 +244,8 @@ metric_name = "LPIPS" if map_net in results else "ST-LPIPS"
 title = (f"{_map_label(map_net)}, {layer}: mean {values.mean():.4f} "
          f"({'= ' + metric_name if layer == 'summed' else '= d_l of this layer'})")
 st.plotly_chart(map_overlay(dist, values, opacity=opacity, title=title), key="lab_map_fig")
-_mark('map')
 st.caption("Each layer's map is bilinearly upsampled to the image size, as the reference package does with "
            "spatial=True; the summed map's mean is the LPIPS value. Drawn over the distorted image.")
 # Encoded when clicked (a callable), not on every slider step; the click needs no rerun.
 st.download_button("Download the map (PNG)", lambda: map_png(values, image=dist, opacity=float(opacity)),
                    file_name=f"lpips_map_{map_net}_{layer}.png", mime="image/png", key="lab_png", on_click="ignore")
-
-_mark('end')
