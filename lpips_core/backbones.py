@@ -129,10 +129,8 @@ class Backbone(nn.Module):
         # The meta parameters are replaced by float32 CPU copies of the weights (assign; never the
         # caller's tensors): ``to_empty`` would allocate them first, and its first call imports
         # sympy through torch's meta-tensor references (0.57 s idle, 1.6 s on the app's cold path).
+        # (load_state_dict still checks every shape against the architecture, assign or not.)
         weights = {k: state_dict[k].detach().to("cpu", torch.float32, copy=True) for k in own}
-        for k, t in weights.items():
-            if tuple(t.shape) != tuple(own[k].shape):
-                raise ValueError(f"{net} backbone: {k} has shape {tuple(t.shape)}, expected {tuple(own[k].shape)}")
         self.features.load_state_dict(weights, strict=True, assign=True)
         self.requires_grad_(False)
         self.eval()

@@ -274,7 +274,7 @@ class TorchvisionWeights(NamedTuple):
 
 
 #: The torchvision weights each backbone loads, as ``torchvision.models`` declares them
-#: (``tests/test_weights.py`` checks that they agree). Written out so that finding the file does
+#: (``tests/test_model.py`` checks that they agree). Written out so that finding the file does
 #: not import torchvision: its import pulls in ``torch._dynamo``, measured at 1.9 s on an idle
 #: core and 3.6 s on the cold path of the first page.
 TV_WEIGHTS: dict[str, TorchvisionWeights] = {
@@ -286,9 +286,6 @@ TV_WEIGHTS: dict[str, TorchvisionWeights] = {
 }
 
 
-def _tv_weights(net: str) -> TorchvisionWeights:
-    return TV_WEIGHTS[net]
-
 
 def _hub_checkpoints() -> Path:
     return Path(torch.hub.get_dir()) / "checkpoints"
@@ -297,7 +294,7 @@ def _hub_checkpoints() -> Path:
 def expected_checkpoint(net: str) -> Path:
     """The file torchvision's weights API reads for ``net`` (it may not exist)."""
     _check_net(net)
-    url = _tv_weights(net).url
+    url = TV_WEIGHTS[net].url
     return _hub_checkpoints() / os.path.basename(url)
 
 
@@ -308,11 +305,11 @@ def _features_only(state_dict: dict[str, torch.Tensor]) -> dict[str, torch.Tenso
 
 def _hub_fix(net: str) -> str:
     return (f"delete it (a connected machine downloads it again) or replace it with a fresh download of "
-            f"{_tv_weights(net).url}")
+            f"{TV_WEIGHTS[net].url}")
 
 
 def _tv_source(net: str, how: str) -> str:
-    return f"torchvision ({_tv_weights(net)}): {expected_checkpoint(net).name} {how} the torch hub checkpoints folder"
+    return f"torchvision ({TV_WEIGHTS[net]}): {expected_checkpoint(net).name} {how} the torch hub checkpoints folder"
 
 
 _download_failed: dict[str, str] = {}
@@ -339,7 +336,7 @@ def _from_torchvision(net: str, *, allow_download: bool, bad: list[_BadFile]) ->
         return None if sd is None else BackboneWeights(sd, _tv_source(net, "from"))
     if not allow_download or net in _download_failed:
         return None
-    url = _tv_weights(net).url
+    url = TV_WEIGHTS[net].url
     match = re.search(r"-([a-f0-9]+)\.", os.path.basename(url))
     try:
         # torch.hub's own downloader (a progress bar once connected, nothing printed when the
@@ -515,7 +512,7 @@ def _check_net(net: str) -> None:
 
 def _fix_message(net: str, bad: list[_BadFile] = ()) -> str:
     name = expected_checkpoint(net).name
-    url = _tv_weights(net).url
+    url = TV_WEIGHTS[net].url
     msg = (
         f"No weights for the {net!r} backbone. torchvision expects {name} in {HUB_FOLDER}; "
         f"set TORCH_HOME to move it. On a connected machine it is downloaded automatically; "

@@ -460,6 +460,4 @@ def _rows(rows: list[dict]) -> list[dict]:
 
 
 def _nonempty(path) -> bool:
-    import os
-
     return os.path.exists(path) and os.path.getsize(path) > 0

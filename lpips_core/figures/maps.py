@@ -164,14 +164,15 @@ def map_overlay(
     """
     if not 0.0 <= opacity <= 1.0:
         raise ValueError(f"opacity must lie in [0, 1], got {opacity!r}")
-    v = np.asarray(values, dtype=np.float64)
+    v = np.asarray(values, dtype=np.float32)  # the library's maps are float32: sent as they are
     img = to_uint8(image)
     if v.shape != img.shape[:2]:
         raise ValueError(f"the map {v.shape} and the image {img.shape[:2]} differ in size")
     fig = go.Figure()
     fig.add_trace(go.Image(source=png_data_uri(img), hoverinfo="skip", name="image"))
     fig.add_trace(go.Heatmap(
-        z=v.astype(np.float32), zsmooth="fast", opacity=opacity, colorscale=plotly_scale(colorscale) if isinstance(colorscale, str) else colorscale,
+        z=v, zsmooth="fast", opacity=opacity,
+        colorscale=plotly_scale(colorscale) if isinstance(colorscale, str) else colorscale,
         zmin=0.0,
         zmax=float(v.max()) if zmax is None else float(zmax), name=value_name,
         colorbar=dict(title=dict(text=value_name, side="right")),
