@@ -57,7 +57,7 @@ try:
         page.run()
 finally:  # also after st.stop(): the URL always describes the view
     with ui.error_boundary("The link"):
-        ui.links.link_control(url_path, ui.links.write(url_path))
+        ui.links.link_control(url_path, ui.links.write(url_path), served_path=page.url_path)
     # A rerun's activations (hundreds of MB at 512 px) are freed when it ends, but glibc keeps
     # freed memory in its arenas: give it back to the OS (benchmarks/memory.py measures this).
     release_unused()

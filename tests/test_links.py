@@ -92,6 +92,12 @@ def test_fields_and_references_are_validated():
             links.parse_ref(bad, ["chelsea"])
     assert links.link(None, "distortion_lab", {"net": "alex", "chain": "jpeg:quality=30|brightness"}) == (
         "/distortion_lab?net=alex&chain=jpeg%3Aquality%3D30%7Cbrightness")
+    # st.context.url ends with the shown page's path: the link names the page once.
+    assert links.link("http://h:8501/distortion_lab", "distortion_lab", {"net": "vgg"},
+                      served_path="distortion_lab") == "http://h:8501/distortion_lab?net=vgg"
+    assert links.link("http://h:8501/app/shift_vs_blur/", "shift_vs_blur", {}, served_path="shift_vs_blur") == (
+        "http://h:8501/app/shift_vs_blur")
+    assert links.link("http://h:8501/app", "shift_vs_blur", {}, served_path="") == "http://h:8501/app/shift_vs_blur"
 
 
 # --------------------------------------------------------------------------- AppTest (full tier)

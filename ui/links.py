@@ -207,9 +207,16 @@ def all_keys() -> set[str]:
         f.key for fields in PAGE_FIELDS.values() for f in fields}
 
 
-def link(base_url: str | None, url_path: str, params: Mapping[str, str]) -> str:
-    """The link to ``url_path`` with ``params`` (relative when the app's URL is unknown)."""
+def link(base_url: str | None, url_path: str, params: Mapping[str, str], *, served_path: str = "") -> str:
+    """The link to ``url_path`` with ``params`` (relative when the app's URL is unknown).
+
+    ``base_url`` is the app's URL as Streamlit reports it (``st.context.url``), which ends with the
+    path of the page being shown, ``served_path`` (empty for the default page): that is removed
+    first, so the link does not name the page twice.
+    """
     base = (base_url or "").rstrip("/")
+    if served_path and base.endswith("/" + served_path):
+        base = base[: -len(served_path) - 1]
     query = urlencode(dict(params))
     return f"{base}/{url_path}" + (f"?{query}" if query else "")
 
@@ -334,7 +341,7 @@ def write(url_path: str) -> dict[str, str]:
 LINK_OPEN = "link_open"
 
 
-def link_control(url_path: str, params: Mapping[str, str]) -> None:
+def link_control(url_path: str, params: Mapping[str, str], *, served_path: str = "") -> None:
     """The sidebar's "Link to this view": the URL in ``st.code`` (its copy icon copies it).
 
     The expander is lazy (:data:`LINK_OPEN`): the code block is sent only while it is open. Any
@@ -347,7 +354,7 @@ def link_control(url_path: str, params: Mapping[str, str]) -> None:
     if not box.open:
         return
     with box:
-        st.code(link(st.context.url, url_path, params), language=None, wrap_lines=True)
+        st.code(link(st.context.url, url_path, params, served_path=served_path), language=None, wrap_lines=True)
         st.caption("Copy it with the icon at its top right: it opens this page with the same backbone, "
                    "reference, distortions and sliders.")
         if st.session_state.get(state.REF_SOURCE) == "Upload":
