@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import math
 
 import numpy as np
@@ -81,8 +82,17 @@ def _param_widget(step_id: int, pname: str, spec, value):
 
 
 # --------------------------------------------------------------------------- cached work
+# The cached functions below take the pair's key (:func:`pair_key`) and the images unhashed
+# (``_ref``, ``_dist``): Streamlit hashes every hashed argument on each call, and the four calls of
+# a rerun would hash both images again each time.
+def pair_key(ref: np.ndarray, chain_json: str) -> str:
+    """What identifies the lab's pair: a digest of the reference's pixels and the chain (its JSON)."""
+    return f"{hashlib.blake2b(np.ascontiguousarray(ref).data, digest_size=16).hexdigest()}:{chain_json}"
+
+
 @st.cache_data(show_spinner=False, max_entries=16)
-def classic_metrics(ref: np.ndarray, dist: np.ndarray) -> dict[str, float]:
+def classic_metrics(pair: str, _ref: np.ndarray, _dist: np.ndarray) -> dict[str, float]:
+    ref, dist = _ref, _dist
     try:
         s = metrics.ssim(ref, dist)
     except ValueError:
@@ -91,26 +101,30 @@ def classic_metrics(ref: np.ndarray, dist: np.ndarray) -> dict[str, float]:
 
 
 @st.cache_data(show_spinner=False, max_entries=8)  # each holds five maps: 5 MB at 512 px
-def lab_lpips(ref: np.ndarray, dist: np.ndarray, net: str, version: str, lin: bool, _model) -> dict:
+def lab_lpips(pair: str, net: str, version: str, lin: bool, _ref: np.ndarray, _dist: np.ndarray, _model) -> dict:
     """One forward pass of the distorted image (the reference's features are cached by the model)."""
-    r = lpips_many(_model, ref, [dist], spatial=True)
+    r = lpips_many(_model, _ref, [_dist], spatial=True)
     return {"total": float(r.total[0]), "per_layer": r.per_layer[0].numpy(), "layer_names": tuple(r.layer_names),
             "layer_maps": r.layer_maps[0].numpy()}
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
-def lab_successor(ref: np.ndarray, dist: np.ndarray, metric: str, net: str, _model) -> dict:
+def lab_successor(pair: str, metric: str, net: str, _ref: np.ndarray, _dist: np.ndarray, _model) -> dict:
     """A successor metric on the pair (cached by both images' content, the metric and its net).
 
     ST-LPIPS: as :func:`lab_lpips` (per-layer terms and maps). DISTS: its per-stage texture and
     structure terms (no maps).
     """
-    r = metric_many(_model, ref, [dist], metric=metric, spatial=_model.has_maps)
+    r = metric_many(_model, _ref, [_dist], metric=metric, spatial=_model.has_maps)
     out = {"total": float(r.total[0]), "per_layer": r.per_layer[0].numpy(), "layer_names": tuple(r.layer_names),
            "components": {k: v[0].numpy() for k, v in r.components.items()}}
     if r.layer_maps is not None:
         out["layer_maps"] = r.layer_maps[0].numpy()
     return out
+
+
+def _map_label(key: str) -> str:
+    return ui.NET_LABELS[key] if key in ui.NET_LABELS else ui.successor_label(key)
 
 
 SUCCESSOR_NOTES = {"stlpips": "shift-tolerant checkpoint, inputs in [-1,1]", "dists": "inputs in [0,1]"}
@@ -119,133 +133,140 @@ SUCCESSOR_NOTES = {"stlpips": "shift-tolerant checkpoint, inputs in [-1,1]", "di
 # --------------------------------------------------------------------------- page
 _init()
 st.title("Distortion lab")
-ref, ref_name = ui.reference()
-cfg = ui.app_config()
-st.caption(f"Reference: {ui.md_escape(ref_name)} · {ref.shape[0]}×{ref.shape[1]} px · "
-           f"LPIPS v{cfg.version}, {'lin' if cfg.lin else 'baseline'} (sidebar)")
 
-st.subheader("The chain")
-steps = ss[LAB_STEPS]
-if not steps:
-    st.info("The chain is empty: the distorted image is the reference itself. Add a step below.")
-for k, step in enumerate(steps):
-    with st.container(border=True):
-        head, up, rm = st.columns([6, 1, 1])
-        head.markdown(f"**{k + 1}. {step['name']}**")
-        up.button("↑", key=f"lab_up_{step['id']}", on_click=_move_up, args=(step["id"],), disabled=k == 0,
-                  help="Move this step earlier")
-        rm.button("✕", key=f"lab_rm_{step['id']}", on_click=_remove, args=(step["id"],), help="Remove this step")
-        cols = st.columns(max(1, len(PARAMS[step["name"]])))
-        for col, (pname, spec) in zip(cols, PARAMS[step["name"]].items()):
-            with col:
-                step["params"][pname] = _param_widget(step["id"], pname, spec, step["params"].get(pname, spec.default))
-a1, a2, a3 = st.columns([3, 1, 1])
-a1.selectbox("Add a distortion", list(DISTORTIONS), key=LAB_ADD_NAME, label_visibility="collapsed")
-a2.button("Add step", key="lab_add", on_click=_add)
-a3.button("Reset", key="lab_reset", on_click=_reset)
 
-chain = [(s["name"], {p: v for p, v in s["params"].items()}) for s in steps]
-try:
-    dist = ui.apply_chain(ref, ui.chain_key(chain))
-except (ValueError, TypeError) as exc:
-    st.error("This chain cannot be applied: " + ui.md_escape(str(exc)))
-    st.stop()
-ss[LAB_CHAIN] = chain  # the Conventions and Inside-a-layer pages use the same pair
-st.caption("Chain: " + ui.md_escape(ui.chain_label(chain)))
+# The chain, the metrics, the bars and the map: a parameter change reruns this part alone.
+@ui.page_fragment("Distortion lab", "distortion_lab")
+def lab() -> None:
+    ref, ref_name = ui.reference()
+    cfg = ui.app_config()
+    st.caption(f"Reference: {ui.md_escape(ref_name)} · {ref.shape[0]}×{ref.shape[1]} px · "
+               f"LPIPS v{cfg.version}, {'lin' if cfg.lin else 'baseline'} (sidebar)")
 
-diff, gain = abs_difference(ref, dist)
-i1, i2, i3 = st.columns(3)
-i1.image(ref, caption="reference", clamp=True, width="stretch")
-i2.image(dist, caption="distorted", clamp=True, width="stretch")
-i3.image(diff, caption=f"|difference| × {gain:.1f}" if gain != 1 else "|difference| (none)", clamp=True,
-         width="stretch")
+    st.subheader("The chain")
+    steps = ss[LAB_STEPS]
+    if not steps:
+        st.info("The chain is empty: the distorted image is the reference itself. Add a step below.")
+    for k, step in enumerate(steps):
+        with st.container(border=True):
+            head, up, rm = st.columns([6, 1, 1])
+            head.markdown(f"**{k + 1}. {step['name']}**")
+            up.button("↑", key=f"lab_up_{step['id']}", on_click=_move_up, args=(step["id"],), disabled=k == 0,
+                      help="Move this step earlier")
+            rm.button("✕", key=f"lab_rm_{step['id']}", on_click=_remove, args=(step["id"],), help="Remove this step")
+            cols = st.columns(max(1, len(PARAMS[step["name"]])))
+            for col, (pname, spec) in zip(cols, PARAMS[step["name"]].items()):
+                with col:
+                    step["params"][pname] = _param_widget(step["id"], pname, spec, step["params"].get(pname, spec.default))
+    a1, a2, a3 = st.columns([3, 1, 1])
+    a1.selectbox("Add a distortion", list(DISTORTIONS), key=LAB_ADD_NAME, label_visibility="collapsed")
+    a2.button("Add step", key="lab_add", on_click=_add)
+    a3.button("Reset", key="lab_reset", on_click=_reset)
 
-# -- metrics for every backbone
-st.subheader("Metrics")
-chosen = ui.successor_picker("lab_successors")
-results: dict[str, dict] = {}
-rows = [{"metric": name, "value": value, "note": "" if math.isfinite(value) or name != "SSIM" else "image too small"}
-        for name, value in classic_metrics(ref, dist).items()]
-status = ui.weights_status()
-with st.spinner("LPIPS through every available backbone…"):
-    for net, label in ui.NET_LABELS.items():
-        model = ui.get_model(net, quiet=True) if status[net][0] else None
-        if model is None:
-            rows.append({"metric": f"LPIPS · {label}", "value": float("nan"), "note": "unavailable (no weights)"})
-            continue
-        results[net] = lab_lpips(ref, dist, net, cfg.version, cfg.lin, model)
-        rows.append({"metric": f"LPIPS · {label}", "value": results[net]["total"],
-                     "note": f"v{cfg.version}, {'lin' if cfg.lin else 'baseline'}"})
-succ_results: dict[str, dict] = {}  # successor id → lab_successor's dict
-if chosen:
-    with st.spinner("The successor metrics…"):
-        for sid, model in ui.successor_models(chosen).items():
-            metric, net = ui.SUCCESSORS[sid]
+    chain = [(s["name"], {p: v for p, v in s["params"].items()}) for s in steps]
+    try:
+        chain_json = ui.chain_key(chain)
+        dist = ui.apply_chain(ref, chain_json)
+    except (ValueError, TypeError) as exc:
+        st.error("This chain cannot be applied: " + ui.md_escape(str(exc)))
+        st.stop()
+    ss[LAB_CHAIN] = chain  # the Conventions and Inside-a-layer pages use the same pair
+    pair = pair_key(ref, chain_json)
+    st.caption("Chain: " + ui.md_escape(ui.chain_label(chain)))
+
+    diff, gain = abs_difference(ref, dist)
+    i1, i2, i3 = st.columns(3)
+    i1.image(ref, caption="reference", clamp=True, width="stretch")
+    i2.image(dist, caption="distorted", clamp=True, width="stretch")
+    i3.image(diff, caption=f"|difference| × {gain:.1f}" if gain != 1 else "|difference| (none)", clamp=True,
+             width="stretch")
+
+    # -- metrics for every backbone
+    st.subheader("Metrics")
+    chosen = ui.successor_picker("lab_successors")
+    results: dict[str, dict] = {}
+    rows = [{"metric": name, "value": value, "note": "" if math.isfinite(value) or name != "SSIM" else "image too small"}
+            for name, value in classic_metrics(pair, ref, dist).items()]
+    status = ui.weights_status()
+    with st.spinner("LPIPS through every available backbone…"):
+        for net, label in ui.NET_LABELS.items():
+            model = ui.get_model(net, quiet=True) if status[net][0] else None
             if model is None:
-                rows.append({"metric": ui.successor_label(sid), "value": float("nan"),
-                             "note": "unavailable (no weights)"})
+                rows.append({"metric": f"LPIPS · {label}", "value": float("nan"), "note": "unavailable (no weights)"})
                 continue
-            succ_results[sid] = lab_successor(ref, dist, metric, net, model)
-            rows.append({"metric": ui.successor_label(sid), "value": succ_results[sid]["total"],
-                         "note": SUCCESSOR_NOTES[metric]})
-table = pd.DataFrame(rows)
-st.dataframe(table, hide_index=True, key="lab_metrics",
-             column_config={"value": st.column_config.NumberColumn(format="%.5f")})
-missing = [ui.NET_LABELS[n] for n in ui.NET_LABELS if n not in results]
-if missing:
-    st.caption(f"Unavailable here: {', '.join(missing)} — see the sidebar's backbone list for the reason and fix.")
-csv = table.assign(chain=ui.chain_label(chain), reference=ref_name).to_csv(index=False)
-st.download_button("Download the metrics (CSV)", csv, file_name="lpips_metrics.csv", mime="text/csv",
-                   key="lab_csv")
+            results[net] = lab_lpips(pair, net, cfg.version, cfg.lin, ref, dist, model)
+            rows.append({"metric": f"LPIPS · {label}", "value": results[net]["total"],
+                         "note": f"v{cfg.version}, {'lin' if cfg.lin else 'baseline'}"})
+    succ_results: dict[str, dict] = {}  # successor id → lab_successor's dict
+    if chosen:
+        with st.spinner("The successor metrics…"):
+            for sid, model in ui.successor_models(chosen).items():
+                metric, net = ui.SUCCESSORS[sid]
+                if model is None:
+                    rows.append({"metric": ui.successor_label(sid), "value": float("nan"),
+                                 "note": "unavailable (no weights)"})
+                    continue
+                succ_results[sid] = lab_successor(pair, metric, net, ref, dist, model)
+                rows.append({"metric": ui.successor_label(sid), "value": succ_results[sid]["total"],
+                             "note": SUCCESSOR_NOTES[metric]})
+    table = pd.DataFrame(rows)
+    st.dataframe(table, hide_index=True, key="lab_metrics",
+                 column_config={"value": st.column_config.NumberColumn(format="%.5f")})
+    missing = [ui.NET_LABELS[n] for n in ui.NET_LABELS if n not in results]
+    if missing:
+        st.caption(f"Unavailable here: {', '.join(missing)} — see the sidebar's backbone list for the reason and fix.")
+    csv = table.assign(chain=ui.chain_label(chain), reference=ref_name).to_csv(index=False)
+    st.download_button("Download the metrics (CSV)", csv, file_name="lpips_metrics.csv", mime="text/csv",
+                       key="lab_csv")
 
-layered = {sid: r for sid, r in succ_results.items() if "layer_maps" in r}  # ST-LPIPS: layers and maps
-staged = {sid: r for sid, r in succ_results.items() if {"texture", "structure"} <= set(r["components"])}  # DISTS
-if not results and not layered and not staged:
-    st.info("No LPIPS backbone is available: the per-layer bars and maps need one.")
-    st.stop()
+    layered = {sid: r for sid, r in succ_results.items() if "layer_maps" in r}  # ST-LPIPS: layers and maps
+    staged = {sid: r for sid, r in succ_results.items() if {"texture", "structure"} <= set(r["components"])}  # DISTS
+    if not results and not layered and not staged:
+        st.info("No LPIPS backbone is available: the per-layer bars and maps need one.")
+        st.stop()
 
-st.subheader("Where the distance comes from")
-if results or layered:
-    bars = {ui.NET_LABELS[n]: (r["layer_names"], r["per_layer"]) for n, r in results.items()}
-    bars.update({ui.successor_label(sid): (r["layer_names"], r["per_layer"]) for sid, r in layered.items()})
-    st.plotly_chart(
-        per_layer_bars(bars, title="Per-layer terms d_l, stacked: each bar's height is the LPIPS value"),
-        key="lab_layers_fig",
-    )
-    if layered:
-        st.caption("ST-LPIPS has the same five layer terms as LPIPS (same recipe, anti-aliased network); its "
-                   "bar's height is the ST-LPIPS value.")
-for sid, r in staged.items():
-    st.plotly_chart(
-        dists_stage_bars(r["layer_names"], r["components"]["texture"], r["components"]["structure"], label="DISTS",
-                         title=f"{ui.successor_label(sid)} = {r['total']:.4f}: texture and structure terms "
-                               "per stage, all of them summed"),
-        key=f"lab_{sid.replace('-', '_')}_fig",
-    )
-    st.caption("DISTS compares whole feature maps: texture = differences of channel means, structure = loss of "
-               "correlation, per stage (stage 0 is the image itself). It has no spatial map.")
-if not results and not layered:
-    st.stop()
+    st.subheader("Where the distance comes from")
+    if results or layered:
+        bars = {ui.NET_LABELS[n]: (r["layer_names"], r["per_layer"]) for n, r in results.items()}
+        bars.update({ui.successor_label(sid): (r["layer_names"], r["per_layer"]) for sid, r in layered.items()})
+        st.plotly_chart(
+            per_layer_bars(bars, title="Per-layer terms d_l, stacked: each bar's height is the LPIPS value"),
+            key="lab_layers_fig",
+        )
+        if layered:
+            st.caption("ST-LPIPS has the same five layer terms as LPIPS (same recipe, anti-aliased network); its "
+                       "bar's height is the ST-LPIPS value.")
+    for sid, r in staged.items():
+        st.plotly_chart(
+            dists_stage_bars(r["layer_names"], r["components"]["texture"], r["components"]["structure"], label="DISTS",
+                             title=f"{ui.successor_label(sid)} = {r['total']:.4f}: texture and structure terms "
+                                   "per stage, all of them summed"),
+            key=f"lab_{sid.replace('-', '_')}_fig",
+        )
+        st.caption("DISTS compares whole feature maps: texture = differences of channel means, structure = loss of "
+                   "correlation, per stage (stage 0 is the image itself). It has no spatial map.")
+    if not results and not layered:
+        st.stop()
 
-map_sources = {**results, **layered}  # LPIPS backbones by net, ST-LPIPS by successor id
-
-
-def _map_label(key: str) -> str:
-    return ui.NET_LABELS[key] if key in ui.NET_LABELS else ui.successor_label(key)
+    map_sources = {**results, **layered}  # LPIPS backbones by net, ST-LPIPS by successor id
 
 
-m1, m2, m3 = st.columns([1, 2, 1])
-map_net = m1.selectbox("Backbone", list(map_sources), format_func=_map_label, key="lab_map_net")
-res = map_sources[map_net]
-layer = m2.radio("Map", ["summed", *res["layer_names"]], horizontal=True, key="lab_map_layer")
-opacity = m3.slider("Map opacity", 0.0, 1.0, 0.6, 0.05, key="lab_opacity")
-values = res["layer_maps"].sum(0) if layer == "summed" else res["layer_maps"][res["layer_names"].index(layer)]
-metric_name = "LPIPS" if map_net in results else "ST-LPIPS"
-title = (f"{_map_label(map_net)}, {layer}: mean {values.mean():.4f} "
-         f"({'= ' + metric_name if layer == 'summed' else '= d_l of this layer'})")
-st.plotly_chart(map_overlay(dist, values, opacity=opacity, title=title), key="lab_map_fig")
-st.caption("Each layer's map is bilinearly upsampled to the image size, as the reference package does with "
-           "spatial=True; the summed map's mean is the LPIPS value. Drawn over the distorted image.")
-# Encoded when clicked (a callable), not on every slider step; the click needs no rerun.
-st.download_button("Download the map (PNG)", lambda: map_png(values, image=dist, opacity=float(opacity)),
-                   file_name=f"lpips_map_{map_net}_{layer}.png", mime="image/png", key="lab_png", on_click="ignore")
+
+    m1, m2, m3 = st.columns([1, 2, 1])
+    map_net = m1.selectbox("Backbone", list(map_sources), format_func=_map_label, key="lab_map_net")
+    res = map_sources[map_net]
+    layer = m2.radio("Map", ["summed", *res["layer_names"]], horizontal=True, key="lab_map_layer")
+    opacity = m3.slider("Map opacity", 0.0, 1.0, 0.6, 0.05, key="lab_opacity")
+    values = res["layer_maps"].sum(0) if layer == "summed" else res["layer_maps"][res["layer_names"].index(layer)]
+    metric_name = "LPIPS" if map_net in results else "ST-LPIPS"
+    title = (f"{_map_label(map_net)}, {layer}: mean {values.mean():.4f} "
+             f"({'= ' + metric_name if layer == 'summed' else '= d_l of this layer'})")
+    st.plotly_chart(map_overlay(dist, values, opacity=opacity, title=title), key="lab_map_fig")
+    st.caption("Each layer's map is bilinearly upsampled to the image size, as the reference package does with "
+               "spatial=True; the summed map's mean is the LPIPS value. Drawn over the distorted image.")
+    # Encoded when clicked (a callable), not on every slider step; the click needs no rerun.
+    st.download_button("Download the map (PNG)", lambda: map_png(values, image=dist, opacity=float(opacity)),
+                       file_name=f"lpips_map_{map_net}_{layer}.png", mime="image/png", key="lab_png", on_click="ignore")
+
+
+lab()

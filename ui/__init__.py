@@ -9,6 +9,7 @@
 - :mod:`ui.widgets`: the sidebar, the reference picker, the successor picker.
 - :mod:`ui.boundary`: the error boundary each page runs in.
 - :mod:`ui.links`: the view mirrored in the URL's query parameters (links that reproduce it).
+- :mod:`ui.fragments`: a page's interactive part as an ``st.fragment`` (its widgets rerun it alone).
 
 Pages import what they use from here (``import ui``; ``ui.reference()``, ``ui.md_escape(...)``).
 All computation happens in ``lpips_core``. The names are loaded on first use, so that
@@ -22,7 +23,8 @@ from typing import Any
 
 #: Each public name → the submodule that defines it.
 _EXPORTS: dict[str, str] = {
-    **dict.fromkeys(("state", "text", "choices", "models", "pair", "widgets", "boundary", "links"), ""),
+    **dict.fromkeys(("state", "text", "choices", "models", "pair", "widgets", "boundary", "links", "fragments"), ""),
+    "page_fragment": "fragments",
     "error_boundary": "boundary",
     **dict.fromkeys(("CPU_SUCCESSORS", "DEFAULT_CHAIN", "DEFAULT_SAMPLE", "SAMPLES_DIR", "SUCCESSORS", "SYNTHETIC",
                      "UPLOAD_TYPES", "WORKING_SIDES", "AppConfig", "default_successors", "successor_label",

@@ -180,3 +180,35 @@ def test_a_hostile_file_name_is_shown_literally(app_page, server):
     assert name in alert.inner_text(), f"the message does not show the file name as given: {alert.inner_text()!r}"
     ap.assert_alive()
     server.assert_healthy()
+
+
+def test_a_lab_step_reruns_its_fragment_and_the_link_follows(app_page, server):
+    """Distortion lab: its chain, metrics and map are an ``st.fragment``, so a slider step reruns
+    them alone. The step still changes the LPIPS value, the URL's ``chain`` parameter and the
+    sidebar's open "Link to this view"; that link names the page once (``/distortion_lab?``, not
+    ``/distortion_lab/distortion_lab``) and opens the same view in a new tab."""
+    ap = app_page
+    ap.open("distortion_lab")
+    before = ap.wait_until(lambda: ap.number(LPIPS_ALEX), "the lab's LPIPS value")
+    ap.rerun(lambda: ap.sidebar().get_by_text("Link to this view").click())
+    code = ap.sidebar().get_by_test_id("stCode")
+    assert code.inner_text().strip().startswith(server.page_url("distortion_lab?")), code.inner_text()
+
+    ap.nudge_slider("sigma")
+    after = ap.wait_until(lambda: (v := ap.number(LPIPS_ALEX)) is not None and v != before and v,
+                          "the LPIPS value to follow the slider")
+    assert after > before
+    ap.wait_until(lambda: "chain=gaussian_blur%3Asigma%3D1.1" in ap.page.url, "the URL to carry σ = 1.1")
+    link = ap.wait_until(lambda: (t := code.inner_text().strip()) and "sigma%3D1.1" in t and t,
+                         "the sidebar's link to carry σ = 1.1")
+    assert link.startswith(server.page_url("distortion_lab?")), link
+    ap.assert_alive()
+
+    other = app_page.__class__(ap.page.context.new_page(), server, timeout=ap.timeout)
+    other.page.goto(link, wait_until="domcontentloaded")
+    other.settle()
+    assert other.title() == "Distortion lab" and "Page not found" not in other.page.content()
+    assert other.wait_until(lambda: other.caption_with("Chain: gaussian_blur(sigma=1.1"), "the linked chain")
+    assert other.wait_until(lambda: other.number(LPIPS_ALEX), "the linked LPIPS value") == after
+    other.assert_alive()
+    server.assert_healthy()
