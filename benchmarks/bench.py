@@ -48,6 +48,7 @@ from typing import Callable
 
 import numpy as np
 import torch
+from torch.utils.data import DataLoader, Dataset
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -55,7 +56,7 @@ sys.path.insert(0, str(REPO))
 from lpips_core import LPIPS  # noqa: E402
 from lpips_core.conventions import to_input  # noqa: E402
 from lpips_core.datasets import Scorer, match_folders, score_pairs  # noqa: E402
-from lpips_core.datasets.score import default_block  # noqa: E402
+from lpips_core.datasets.score import default_block, default_lanes  # noqa: E402
 from lpips_core.distortions import gaussian_blur, gaussian_noise, jpeg, shift  # noqa: E402
 from lpips_core.images import load_image  # noqa: E402
 from lpips_core.sweeps import _VARIANT_CONFIG, VARIANTS, conventions_grid, size_label  # noqa: E402
@@ -167,6 +168,27 @@ def floor_pairs(model: LPIPS, x_in: torch.Tensor, y_in: torch.Tensor) -> None:
         return
     for xc, yc in zip(x_in.split(per // 2), y_in.split(per // 2)):
         model.backbone(torch.cat([xc, yc]))
+
+
+class _FloorBlocks(Dataset):
+    """The floor of a dataset case in lanes: fetching a block (a list of consecutive pair indices)
+    runs :func:`floor_pairs` over its already scaled images, in the ``DataLoader`` worker."""
+
+    def __init__(self, model: LPIPS, x_in: torch.Tensor, y_in: torch.Tensor):
+        self.model, self.x_in, self.y_in = model, x_in, y_in
+
+    def __len__(self) -> int:
+        return len(self.x_in)
+
+    def __getitems__(self, indices: list[int]) -> int:
+        lo, hi = indices[0], indices[-1] + 1
+        with torch.inference_mode():
+            floor_pairs(self.model, self.x_in[lo:hi], self.y_in[lo:hi])
+        return hi - lo
+
+
+def _identity(x):
+    return x
 
 
 def floor_many(model: LPIPS, batch_in: torch.Tensor) -> None:
@@ -314,8 +336,15 @@ def dataset_case(net, ours, ref, device, repeat, root: Path) -> Case:
     decoded = [torch.cat([to_input(load_image(d / name).array, device=device) for name in names])
                for d in (dir_a, dir_b)]
     x_in, y_in = ((t - ours.shift) / ours.scale for t in decoded)
+    blocks = [list(range(i, min(i + block, len(names)))) for i in range(0, len(names), block)]
+    lanes = default_lanes(torch.device(device), len(blocks))
 
-    def run_floor():
+    def run_floor():  # the same blocks, in as many lanes as ours uses (forked, one torch thread each)
+        if lanes > 1:
+            for _ in DataLoader(_FloorBlocks(ours, x_in, y_in), batch_sampler=blocks, num_workers=lanes,
+                                collate_fn=_identity, prefetch_factor=2, persistent_workers=False):
+                pass
+            return
         with torch.inference_mode():
             for xb, yb in zip(x_in.split(block), y_in.split(block)):
                 floor_pairs(ours, xb, yb)

@@ -394,7 +394,7 @@ def test_unexpected_exception_is_wrapped_with_cause(monkeypatch):
     monkeypatch.setattr(ImageFile.ImageFile, "load", boom)
     with pytest.raises(ImageLoadError, match=r"Unexpected error .*RuntimeError: decoder "
                                              r"exploded") as info:
-        load_image(_png(Image.new("RGB", (2, 2))))
+        load_image(_png(Image.new("L", (2, 2))))  # gray: Pillow decodes it (plain RGB takes libspng)
     assert isinstance(info.value.__cause__, RuntimeError)
 
 
@@ -729,3 +729,84 @@ def test_undo_exif_orientation_is_pillows_inverse_for_any_dtype(tag):
     applied_gray = np.asarray(Image.fromarray(gray.astype(np.float32)).transpose(_ORIENTATION_TEXT[tag][0]))
     np.testing.assert_array_equal(undo_exif_orientation(applied_gray, tag), gray.astype(np.float32))
     assert undo_exif_orientation(a, 1) is a
+
+
+# ---------------------------------------------------------------------------------------------
+# libspng decodes plain 8-bit RGB PNGs (lpips_core.images._png_rgb8_fast): the same result as
+# Pillow alone, and only those files take that path.
+
+
+class _SpngSpy:
+    """Counts the files libspng decodes (``images._spng`` wrapped)."""
+
+    def __init__(self, spng):
+        self.spng, self.calls = spng, 0
+
+    def load(self, data):
+        self.calls += 1
+        return self.spng.load(data)
+
+
+def _both_ways(monkeypatch, data: bytes, **options):
+    """``load_image`` with libspng (and how many files it decoded), then with Pillow alone."""
+    from lpips_core import images
+
+    assert images._spng is not None, "pyspng (a declared dependency) is not installed"
+    spy = _SpngSpy(images._spng)
+    monkeypatch.setattr(images, "_spng", spy)
+    fast = load_image(data, **options)
+    monkeypatch.setattr(images, "_spng", None)
+    slow = load_image(data, **options)
+    monkeypatch.setattr(images, "_spng", spy.spng)
+    return fast, slow, spy.calls
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (37, 53), (256, 256), (300, 517)])
+def test_plain_rgb8_png_decodes_with_libspng_exactly_as_pillow(monkeypatch, shape):
+    rng = np.random.default_rng(sum(shape))
+    pixels = rng.integers(0, 256, size=(*shape, 3), dtype=np.uint8)
+    for options in ({}, {"optimize": True}, {"compress_level": 0}):
+        fast, slow, calls = _both_ways(monkeypatch, _png(Image.fromarray(pixels), **options))
+        assert calls == 1
+        np.testing.assert_array_equal(fast.array, slow.array)
+        np.testing.assert_array_equal(fast.array, pixels.astype(np.float32) / np.float32(255))
+        assert (fast.notices, fast.format, fast.mode, fast.bit_depth) == (slow.notices, "PNG", "RGB", 8)
+    # A downscale works on the libspng pixels as on Pillow's.
+    fast, slow, calls = _both_ways(monkeypatch, _png(Image.fromarray(pixels)), max_side=16)
+    np.testing.assert_array_equal(fast.array, slow.array)
+    assert fast.notices == slow.notices and fast.downscaled_from == slow.downscaled_from
+
+
+def test_other_pngs_keep_pillows_path(monkeypatch):
+    """Alpha, a transparency key, palette, gray, 16 bit and an eXIf orientation: never libspng."""
+    rgb = np.random.default_rng(1).integers(0, 256, size=(20, 30, 3), dtype=np.uint8)
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    files = {
+        "rgba": _png(Image.fromarray(rgb).convert("RGBA")),
+        "rgb with a transparency key": _png(Image.fromarray(rgb), transparency=(0, 0, 0)),
+        "palette": _png(Image.fromarray(rgb).convert("P")),
+        "gray": _png(Image.fromarray(rgb).convert("L")),
+        "16-bit rgb": png16_rgb(rgb.astype(np.uint16) * 257),
+        "exif orientation": _png(Image.fromarray(rgb), exif=exif.tobytes()),
+    }
+    for what, data in files.items():
+        fast, slow, calls = _both_ways(monkeypatch, data)
+        assert calls == 0, what
+        np.testing.assert_array_equal(fast.array, slow.array)
+    assert fast.exif_rotated and fast.array.shape == (30, 20, 3)  # the eXIf chunk was applied
+
+
+def test_a_truncated_rgb8_png_gets_pillows_message(monkeypatch):
+    pixels = np.random.default_rng(2).integers(0, 256, size=(64, 64, 3), dtype=np.uint8)
+    data = _png(Image.fromarray(pixels))[:-300]
+    messages = []
+    for spng in (True, False):
+        from lpips_core import images
+
+        if not spng:
+            monkeypatch.setattr(images, "_spng", None)
+        with pytest.raises(ImageLoadError) as err:
+            load_image(data)
+        messages.append(str(err.value))
+    assert messages[0] == messages[1] and "truncated or corrupt" in messages[0]
