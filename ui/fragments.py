@@ -48,23 +48,20 @@ def page_fragment(where: str, url_path: str) -> Callable[[Callable[[], None]], C
         @st.fragment
         @functools.wraps(body)
         def run() -> None:
-            # Inside the fragment on every run: Streamlit shows an exception that leaves a fragment
-            # as its own error element (with the traceback), before app.py's boundary could see it.
-            if not fragment_rerun():
-                with error_boundary(where):
-                    body()
-                return  # a full run: app.py mirrors the URL and releases memory
-            before = dict(st.session_state.get(links._LAST, {}))
-            after = before
+            alone = fragment_rerun()  # else a full run, after which app.py does the rest
+            before = st.session_state.get(links._LAST)
             try:
+                # Inside the fragment on every run: Streamlit shows an exception that leaves a
+                # fragment as its own error element (with the traceback), before app.py's boundary.
                 with error_boundary(where):
                     body()
             finally:
-                with error_boundary("The link"):
-                    after = links.write(url_path)
-                release_unused()
-                freeze_long_lived()
-            if after != before and st.session_state.get(links.LINK_OPEN):
+                if alone:
+                    with error_boundary("The link"):
+                        links.write(url_path)  # remembers what it wrote in links._LAST
+                    release_unused()
+                    freeze_long_lived()
+            if alone and st.session_state.get(links.LINK_OPEN) and st.session_state.get(links._LAST) != before:
                 st.rerun(scope="app")
 
         return run
