@@ -10,16 +10,21 @@ squeeze     1, 4, 7, 9, 10, 11, 12 (SqueezeNet 1.1)      relu1 … relu7
 ==========  ==========================================  ==================================
 
 Only ``features`` up to the last tap is kept (no classifier, no final pooling).
+
+:func:`run_layers` runs a stack; on a CPU process with one torch thread (a dataset scoring lane,
+``torch.set_num_threads(1)``) its large stride-1 convolutions go through NNPACK instead of oneDNN
+(see :func:`nnpack_conv`).
 """
 
 from __future__ import annotations
 
 import copy
+import os
 
 import torch
 from torch import nn
 
-__all__ = ["Backbone", "CHANNELS", "FIRST_STRIDE", "LAYER_NAMES", "TAPS", "layers_for"]
+__all__ = ["Backbone", "CHANNELS", "FIRST_STRIDE", "LAYER_NAMES", "TAPS", "layers_for", "nnpack_conv", "run_layers"]
 
 TAPS: dict[str, tuple[int, ...]] = {
     "alex": (1, 4, 7, 9, 11),
@@ -104,6 +109,93 @@ def layers_for(owner: nn.Module, x: torch.Tensor) -> nn.Sequential:
     return twin
 
 
+#: Whether :func:`run_layers` may use NNPACK at all (environment ``LPIPS_EXPLORER_NNPACK=0`` turns
+#: it off; tests switch it per call).
+USE_NNPACK: bool = os.environ.get("LPIPS_EXPLORER_NNPACK", "1") != "0"
+_NNPACK: dict[str, bool] = {}  # "ready": NNPACK initialised on this CPU; "failed": a call raised
+
+
+def _nnpack_ready() -> bool:
+    if "ready" not in _NNPACK:
+        # is_available() also initialises NNPACK; without it the first convolution fails.
+        _NNPACK["ready"] = bool(torch.backends.nnpack.is_available())
+    return _NNPACK["ready"] and not _NNPACK.get("failed", False)
+
+
+def nnpack_conv(x: torch.Tensor) -> bool:
+    """Whether a forward pass of ``x`` may send convolutions to NNPACK.
+
+    Only for inference (no gradient will flow) of float32 CPU tensors in a process that runs one
+    torch thread. NNPACK's Winograd/FFT kernels beat oneDNN's direct convolutions on one core for
+    3×3 and 5×5 stride-1 layers over large maps (measured on this AVX2 host, one thread, per image:
+    VGG16 at 256 px 365 → 216 ms, AlexNet at 256 px in batches of 12 15.3 → 12.1 ms), but its
+    thread pool is sized once, at its first use, from the thread count of that moment and did not
+    scale to two threads here, while oneDNN does: with more threads, oneDNN stays. A pool made for
+    one thread starts no threads, so worker processes forked afterwards are safe.
+    """
+    return (USE_NNPACK and x.device.type == "cpu" and x.dtype == torch.float32
+            and not (torch.is_grad_enabled() and x.requires_grad)
+            and torch.get_num_threads() == 1 and _nnpack_ready())
+
+
+def _nnpack_layer(layer: nn.Module, x: torch.Tensor) -> bool:
+    """Whether NNPACK is the faster kernel for ``layer`` on ``x`` (one thread, measured per layer):
+    stride-1 dense convolutions with at least 16 input channels (the 3-channel first layer of VGG16
+    is 3× faster in oneDNN) over maps of at least 24 px, or of 12 px in batches of 8 or more;
+    smaller maps (AlexNet at 64 px, the deep VGG16 layers of small images) are up to 6× slower."""
+    if not (isinstance(layer, nn.Conv2d) and layer.stride == (1, 1) and layer.dilation == (1, 1)
+            and layer.groups == 1 and layer.in_channels >= 16 and isinstance(layer.padding, tuple)
+            and layer.padding_mode == "zeros"):
+        return False
+    return min(x.shape[-2:]) >= SIDE
+
+
+SIDE = 24
+
+
+def _contiguous_weight(owner: nn.Module, i: int, weight: torch.Tensor) -> torch.Tensor:
+    """A contiguous copy of a channels-last ``weight``, kept on ``owner`` until the parameter is
+    replaced (``.to``) or modified in place."""
+    if weight.is_contiguous():
+        return weight
+    cache = owner.__dict__.setdefault("_nnpack_weights", {})
+    hit = cache.get(i)
+    if hit is None or hit[0] is not weight or hit[1] != weight._version:
+        hit = cache[i] = (weight, weight._version, weight.contiguous())
+    return hit[2]
+
+
+def run_layers(owner: nn.Module, x: torch.Tensor, taps, last: int | None = None) -> list[torch.Tensor]:
+    """Run ``x`` through ``owner``'s stack (:func:`layers_for`) and return the outputs of the
+    layers whose index is in ``taps``, stopping after layer ``last`` (default: the whole stack).
+
+    When :func:`nnpack_conv` allows it, the layers :func:`_nnpack_layer` picks are computed by
+    ``torch._nnpack_spatial_convolution`` on contiguous tensors (distances within 1e-7 of the
+    oneDNN path, tested against the reference package); if NNPACK raises, it is not used again
+    in this process and the layer runs as usual.
+    """
+    out = []
+    fast = nnpack_conv(x)
+    for i, layer in enumerate(layers_for(owner, x)):
+        if fast and _nnpack_layer(layer, x):
+            try:
+                cl = x.dim() == 4 and not x.is_contiguous() and x.is_contiguous(memory_format=torch.channels_last)
+                x = torch._nnpack_spatial_convolution(
+                    x.contiguous(), _contiguous_weight(owner, i, layer.weight), layer.bias, layer.padding)
+                if cl:  # back to the layout the next layers run fastest in (a max-pool: 9× faster)
+                    x = x.contiguous(memory_format=torch.channels_last)
+            except RuntimeError:
+                _NNPACK["failed"], fast = True, False
+                x = layer(x)
+        else:
+            x = layer(x)
+        if i in taps:
+            out.append(x)
+        if i == last:
+            break
+    return out
+
+
 class Backbone(nn.Module):
     """A frozen torchvision ``features`` stack returning the tapped activations.
 
@@ -137,10 +229,4 @@ class Backbone(nn.Module):
 
     def forward(self, x: torch.Tensor) -> list[torch.Tensor]:
         """``x``: ``(N, 3, H, W)`` network input → one ``(N, C_l, H_l, W_l)`` tensor per tap."""
-        out = []
-        taps = set(self.taps)
-        for i, layer in enumerate(layers_for(self, x)):
-            x = layer(x)
-            if i in taps:
-                out.append(x)
-        return out
+        return run_layers(self, x, frozenset(self.taps))

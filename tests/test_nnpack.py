@@ -1,0 +1,161 @@
+"""The NNPACK convolutions of a one-thread CPU process (a dataset scoring lane).
+
+``lpips_core.backbones.run_layers`` sends the large stride-1 convolutions to NNPACK when torch
+runs one thread; these tests run under ``torch.set_num_threads(1)`` and check that NNPACK really
+ran (its calls counted), on which layers, that every learned metric gives the reference package's
+numbers (or, for ST-LPIPS and DISTS, the numbers of the oneDNN path, which their own tests hold to
+the references), and that a failing NNPACK falls back to oneDNN.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from lpips_core import LPIPS, backbones
+from lpips_core.conventions import to_input
+from lpips_core.dists import DISTS
+from lpips_core.stlpips import STLPIPS
+from lpips_core.testing import reference_lpips
+from lpips_core.weights import load_backbone_weights
+
+pytestmark = pytest.mark.skipif(not torch.backends.nnpack.is_available(),
+                                reason="this PyTorch build has no NNPACK: the oneDNN path is the only one")
+
+
+@pytest.fixture
+def one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture
+def calls(monkeypatch):
+    """Records the input shape of every NNPACK convolution."""
+    seen: list[tuple[int, ...]] = []
+    real = torch._nnpack_spatial_convolution
+
+    def counted(x, w, b, padding, *args):
+        seen.append(tuple(x.shape))
+        return real(x, w, b, padding, *args)
+
+    monkeypatch.setattr(torch, "_nnpack_spatial_convolution", counted)
+    return seen
+
+
+def _photo_pair(golden, side: int, n: int = 2):
+    """``n`` pairs of ``side`` px in [-1, 1]: the reference repo's example patch against its two
+    distorted versions (repeated)."""
+    x = to_input(golden["ex_ref"], size=(side, side))
+    y = torch.cat([to_input(golden[k], size=(side, side)) for k in ("ex_p0", "ex_p1")])
+    return x.repeat(n, 1, 1, 1)[:n], y.repeat(n // 2 + 1, 1, 1, 1)[:n]
+
+
+@pytest.mark.parametrize("net, side, layers", [
+    # AlexNet: conv2 sees 31 px maps at 256 px; conv3–5 (15 px) stay on oneDNN
+    ("alex", 256, [(4, 64, 31, 31)]),
+    # VGG16 at 64 px: the 64 and 32 px layers, not the 3-channel first one nor the 16/8/4 px ones
+    ("vgg", 64, [(4, 64, 64, 64), (4, 64, 32, 32), (4, 128, 32, 32)]),
+])
+def test_lpips_on_one_thread_uses_nnpack_and_equals_the_reference(golden, one_thread, calls, net, side, layers):
+    """Totals within 1e-6 of the reference ``lpips`` package (measured: ≤ 6e-8); NNPACK ran on
+    exactly the layers of large maps."""
+    model = LPIPS(net, "0.1", True, device="cpu")
+    ref = reference_lpips(net, "0.1", True, load_backbone_weights(net).state_dict)
+    x, y = _photo_pair(golden, side)
+    got = model(x, y)
+    with torch.no_grad():
+        want = ref(x, y).flatten()
+    np.testing.assert_allclose(got.numpy(), want.numpy(), atol=1e-6, rtol=0)
+    assert calls == layers
+
+
+def test_nnpack_only_for_one_thread_float32_inference(golden, calls):
+    """Two threads, a gradient, float64 and the switch off all keep oneDNN."""
+    model = LPIPS("alex", device="cpu")
+    x, y = _photo_pair(golden, 256)
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        model(x, y)
+        assert calls == []
+        torch.set_num_threads(1)
+        model(x.clone().requires_grad_(), y).sum().backward()
+        assert calls == []
+        model.double()(x.double(), y.double())
+        assert calls == []
+        model.float()
+        backbones.USE_NNPACK = False
+        model(x, y)
+        assert calls == []
+        backbones.USE_NNPACK = True
+        model(x, y)
+        assert len(calls) == 1
+    finally:
+        backbones.USE_NNPACK = True
+        torch.set_num_threads(before)
+
+
+def test_contiguous_weight_copies_are_kept_and_renewed(golden, one_thread):
+    """NNPACK needs contiguous weights; a CPU model's are channels-last. The copy is made once and
+    made again when the parameter is replaced or changed in place."""
+    model = LPIPS("alex", device="cpu")
+    x, y = _photo_pair(golden, 256)
+    first = model(x, y)
+    cache = model.backbone.__dict__["_nnpack_weights"]
+    copy = cache[3][2]
+    assert copy.is_contiguous() and torch.equal(copy, model.backbone.features[3].weight)
+    model(x, y)
+    assert cache[3][2] is copy
+    with torch.no_grad():
+        model.backbone.features[3].weight.mul_(2.0)
+    doubled = model(x, y)
+    assert cache[3][2] is not copy and torch.equal(cache[3][2], model.backbone.features[3].weight)
+    assert not torch.allclose(doubled, first)
+
+
+def test_a_failing_nnpack_falls_back_to_onednn(golden, one_thread, monkeypatch):
+    """If NNPACK raises, the layer runs on oneDNN, the result is unchanged, and NNPACK is not tried
+    again in this process."""
+    model = LPIPS("alex", device="cpu")
+    x, y = _photo_pair(golden, 256)
+    monkeypatch.setattr(backbones, "USE_NNPACK", False)
+    want = model(x, y)
+    monkeypatch.setattr(backbones, "USE_NNPACK", True)
+    tries = []
+
+    def broken(*args):
+        tries.append(1)
+        raise RuntimeError("NNPACK SpatialConvolution_updateOutput failed")
+
+    monkeypatch.setattr(torch, "_nnpack_spatial_convolution", broken)
+    monkeypatch.setitem(backbones._NNPACK, "failed", False)
+    np.testing.assert_allclose(model(x, y).numpy(), want.numpy(), atol=1e-6, rtol=0)
+    assert tries == [1] and backbones._NNPACK["failed"]
+    model(x, y)
+    assert tries == [1]
+
+
+@pytest.mark.parametrize("build, side", [
+    (lambda: STLPIPS("alex", device="cpu"), 128),
+    pytest.param(lambda: STLPIPS("vgg", device="cpu"), 64, marks=pytest.mark.slow),
+    pytest.param(lambda: DISTS(device="cpu"), 64, marks=pytest.mark.slow),
+])
+def test_successors_on_one_thread_equal_their_onednn_numbers(golden, one_thread, calls, build, side):
+    """ST-LPIPS and DISTS through NNPACK give the numbers of their oneDNN path (held to their
+    reference packages by their own tests) within 1e-6."""
+    model = build()
+    x, y = _photo_pair(golden, side)
+    if model.input_range == "[0,1]":
+        x, y = (x + 1) / 2, (y + 1) / 2
+    backbones.USE_NNPACK = False
+    try:
+        want = model(x, y)
+    finally:
+        backbones.USE_NNPACK = True
+    got = model(x, y)
+    assert calls, "NNPACK did not run"
+    np.testing.assert_allclose(got.numpy(), want.numpy(), atol=1e-6, rtol=0)
