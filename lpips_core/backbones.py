@@ -112,6 +112,8 @@ def layers_for(owner: nn.Module, x: torch.Tensor) -> nn.Sequential:
 #: Whether :func:`run_layers` may use NNPACK at all (environment ``LPIPS_EXPLORER_NNPACK=0`` turns
 #: it off; tests switch it per call).
 USE_NNPACK: bool = os.environ.get("LPIPS_EXPLORER_NNPACK", "1") != "0"
+#: the smallest map side (of a convolution's input) that goes to NNPACK, see :func:`_nnpack_layer`
+NNPACK_MIN_SIDE = 24
 _NNPACK: dict[str, bool] = {}  # "ready": NNPACK initialised on this CPU; "failed": a call raised
 
 
@@ -128,7 +130,7 @@ def nnpack_conv(x: torch.Tensor) -> bool:
     Only for inference (no gradient will flow) of float32 CPU tensors in a process that runs one
     torch thread. NNPACK's Winograd/FFT kernels beat oneDNN's direct convolutions on one core for
     3×3 and 5×5 stride-1 layers over large maps (measured on this AVX2 host, one thread, per image:
-    VGG16 at 256 px 365 → 216 ms, AlexNet at 256 px in batches of 12 15.3 → 12.1 ms), but its
+    VGG16 at 256 px 367 → 192 ms, AlexNet at 256 px in batches of 12 15.1 → 12.4 ms), but its
     thread pool is sized once, at its first use, from the thread count of that moment and did not
     scale to two threads here, while oneDNN does: with more threads, oneDNN stays. A pool made for
     one thread starts no threads, so worker processes forked afterwards are safe.
@@ -141,16 +143,14 @@ def nnpack_conv(x: torch.Tensor) -> bool:
 def _nnpack_layer(layer: nn.Module, x: torch.Tensor) -> bool:
     """Whether NNPACK is the faster kernel for ``layer`` on ``x`` (one thread, measured per layer):
     stride-1 dense convolutions with at least 16 input channels (the 3-channel first layer of VGG16
-    is 3× faster in oneDNN) over maps of at least 24 px, or of 12 px in batches of 8 or more;
-    smaller maps (AlexNet at 64 px, the deep VGG16 layers of small images) are up to 6× slower."""
+    is 3× faster in oneDNN) over maps of at least :data:`NNPACK_MIN_SIDE` px. Smaller maps (AlexNet
+    at 64 px, the deep VGG16 layers) are up to 6× slower in NNPACK, and in scoring lanes AlexNet's
+    15 px layers were too (2.65 against 2.17 s for 128 pairs when they went to NNPACK)."""
     if not (isinstance(layer, nn.Conv2d) and layer.stride == (1, 1) and layer.dilation == (1, 1)
             and layer.groups == 1 and layer.in_channels >= 16 and isinstance(layer.padding, tuple)
             and layer.padding_mode == "zeros"):
         return False
-    return min(x.shape[-2:]) >= SIDE
-
-
-SIDE = 24
+    return min(x.shape[-2:]) >= NNPACK_MIN_SIDE
 
 
 def _contiguous_weight(owner: nn.Module, i: int, weight: torch.Tensor) -> torch.Tensor:
@@ -165,30 +165,57 @@ def _contiguous_weight(owner: nn.Module, i: int, weight: torch.Tensor) -> torch.
     return hit[2]
 
 
+def _max_pool_nchw(x: torch.Tensor, layer: nn.MaxPool2d) -> torch.Tensor | None:
+    """``layer(x)`` for a contiguous NCHW ``x`` as a separable maximum over strided views (rows,
+    then columns), or ``None`` where ``layer`` is not a plain max-pool. The same values (a maximum
+    is exact); PyTorch's own NCHW max-pool kernel was 10× slower on one thread (VGG16's first
+    pool at 256 px: 23.9 against 2.3 ms)."""
+    k, s, p, d = layer.kernel_size, layer.stride, layer.padding, layer.dilation
+    if not (isinstance(k, int) and isinstance(s, int) and p in (0, (0, 0)) and d in (1, (1, 1))
+            and not layer.ceil_mode and not layer.return_indices and x.dim() == 4):
+        return None
+    h, w = x.shape[-2:]
+    if h < k or w < k:
+        return None
+    ho, wo = (h - k) // s + 1, (w - k) // s + 1
+    rows = torch.maximum(x[..., 0:(ho - 1) * s + 1:s, :], x[..., 1:1 + (ho - 1) * s + 1:s, :])
+    for j in range(2, k):
+        torch.maximum(rows, x[..., j:j + (ho - 1) * s + 1:s, :], out=rows)
+    out = torch.maximum(rows[..., 0:(wo - 1) * s + 1:s], rows[..., 1:1 + (wo - 1) * s + 1:s])
+    for j in range(2, k):
+        torch.maximum(out, rows[..., j:j + (wo - 1) * s + 1:s], out=out)
+    return out
+
+
 def run_layers(owner: nn.Module, x: torch.Tensor, taps, last: int | None = None) -> list[torch.Tensor]:
     """Run ``x`` through ``owner``'s stack (:func:`layers_for`) and return the outputs of the
     layers whose index is in ``taps``, stopping after layer ``last`` (default: the whole stack).
 
     When :func:`nnpack_conv` allows it, the layers :func:`_nnpack_layer` picks are computed by
-    ``torch._nnpack_spatial_convolution`` on contiguous tensors (distances within 1e-7 of the
-    oneDNN path, tested against the reference package); if NNPACK raises, it is not used again
-    in this process and the layer runs as usual.
+    ``torch._nnpack_spatial_convolution``, and the pass stays in the contiguous (NCHW) layout
+    NNPACK needs: the other convolutions use contiguous copies of channels-last weights and
+    max-pools run as :func:`_max_pool_nchw`. Converting to channels-last and back around every
+    NNPACK layer instead cost VGG16 at 256 px 268 against 192 ms on one thread (oneDNN alone: 367).
+    Distances stay within 1e-7 of the oneDNN path (tested against the reference package). If
+    NNPACK raises, it is not used again in this process and the layer runs as usual.
     """
     out = []
     fast = nnpack_conv(x)
     for i, layer in enumerate(layers_for(owner, x)):
+        y = None
         if fast and _nnpack_layer(layer, x):
             try:
-                cl = x.dim() == 4 and not x.is_contiguous() and x.is_contiguous(memory_format=torch.channels_last)
-                x = torch._nnpack_spatial_convolution(
+                y = torch._nnpack_spatial_convolution(
                     x.contiguous(), _contiguous_weight(owner, i, layer.weight), layer.bias, layer.padding)
-                if cl:  # back to the layout the next layers run fastest in (a max-pool: 9× faster)
-                    x = x.contiguous(memory_format=torch.channels_last)
             except RuntimeError:
                 _NNPACK["failed"], fast = True, False
-                x = layer(x)
-        else:
-            x = layer(x)
+        elif fast and x.is_contiguous():
+            if isinstance(layer, nn.MaxPool2d):
+                y = _max_pool_nchw(x, layer)
+            elif isinstance(layer, nn.Conv2d) and layer.padding_mode == "zeros":
+                y = nn.functional.conv2d(x, _contiguous_weight(owner, i, layer.weight), layer.bias,
+                                         layer.stride, layer.padding, layer.dilation, layer.groups)
+        x = layer(x) if y is None else y
         if i in taps:
             out.append(x)
         if i == last:

@@ -159,3 +159,20 @@ def test_successors_on_one_thread_equal_their_onednn_numbers(golden, one_thread,
     got = model(x, y)
     assert calls, "NNPACK did not run"
     np.testing.assert_allclose(got.numpy(), want.numpy(), atol=1e-6, rtol=0)
+
+
+@pytest.mark.parametrize("kernel, stride, shape", [
+    (3, 2, (12, 192, 31, 31)),  # AlexNet's pools
+    (2, 2, (1, 64, 256, 256)),  # VGG16's
+    (2, 2, (2, 8, 17, 9)),      # odd sides: the last row and column dropped, as max_pool2d does
+    (3, 1, (1, 4, 7, 5)),       # stride 1 (overlapping)
+    (3, 2, (1, 1, 3, 3)),       # one output pixel
+])
+def test_separable_nchw_max_pool_equals_max_pool2d(kernel, stride, shape):
+    """The NNPACK path's max-pool over strided views gives exactly ``nn.MaxPool2d``'s values."""
+    layer = torch.nn.MaxPool2d(kernel, stride)
+    x = torch.randn(shape, generator=torch.Generator().manual_seed(0))
+    got = backbones._max_pool_nchw(x, layer)
+    assert torch.equal(got, layer(x))
+    assert backbones._max_pool_nchw(x, torch.nn.MaxPool2d(kernel, stride, padding=1)) is None
+    assert backbones._max_pool_nchw(x, torch.nn.MaxPool2d(kernel, stride, ceil_mode=True)) is None
