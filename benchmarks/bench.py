@@ -18,9 +18,11 @@ Cases (same inputs, same device, same backbone weights for both):
   defaults (blocks of 16 pairs; on a CPU, one scoring lane per core: DataLoader worker processes
   that each decode and score whole blocks with one torch thread, see
   ``lpips_core.datasets.score.default_lanes``; both images of a pair in one backbone batch; the
-  input mapping and the per-layer head in NumPy, see ``lpips_core.model._numpy_head``). Floor:
+  input mapping and the per-layer head in NumPy, see ``lpips_core.model._numpy_head``; in a lane,
+  torch runs one thread, so the large stride-1 convolutions run on NNPACK, see
+  ``lpips_core.backbones.run_layers``). Floor:
   the backbone passes over the same blocks and batches, images already decoded and scaled, run
-  in the same lanes (their start-up included, as in ours).
+  in the same lanes (their start-up included, as in ours; so NNPACK speeds up the floor too).
 - floor (every case): the bare backbone forward passes the path must do for the same images —
   the torchvision ``features`` stack alone, on already prepared and scaled inputs, batched as our
   path batches them (``LPIPS.images_per_batch``). No LPIPS implementation can beat it.

@@ -176,3 +176,19 @@ def test_separable_nchw_max_pool_equals_max_pool2d(kernel, stride, shape):
     assert torch.equal(got, layer(x))
     assert backbones._max_pool_nchw(x, torch.nn.MaxPool2d(kernel, stride, padding=1)) is None
     assert backbones._max_pool_nchw(x, torch.nn.MaxPool2d(kernel, stride, ceil_mode=True)) is None
+
+
+def test_lanes_forked_after_this_process_used_nnpack_give_its_rows(tmp_path, one_thread, calls):
+    """A process that used NNPACK on one thread can still fork scoring lanes (its NNPACK pool, made
+    for one thread, has no threads to lose in the fork): VGG16 rows in two lanes equal the rows
+    scored here (±1e-6), and NNPACK ran here (the lanes' calls are not visible here)."""
+    from datasets_shared import make_pairs
+    from lpips_core.datasets import Scorer, match_folders, score_pairs
+
+    pairs = match_folders(*make_pairs(tmp_path, n=4, odd_size=0))
+    sc = Scorer(["lpips-vgg"], device="cpu")
+    here = score_pairs(pairs, scorer=sc, batch_size=2, lanes=0, workers=0)
+    assert calls, "NNPACK did not run in this process"
+    lanes = score_pairs(pairs, scorer=sc, batch_size=2, lanes=2)
+    name = sc.names[0]
+    assert [r[name] for r in lanes.rows] == pytest.approx([r[name] for r in here.rows], abs=1e-6)

@@ -325,7 +325,9 @@ def score_pairs(
             Default ``None``: one per CPU (up to 8) on a CPU device, unless ``workers`` is 0 or
             there is a single block. Measured on 2 cores (128 pairs of 256 px PNGs, AlexNet): two
             single-threaded lanes did the backbone passes in 6.4 CPU-s against 8.3 for one
-            process on two threads, and each lane decodes while the other computes.
+            process on two threads, and each lane decodes while the other computes. On one
+            thread the large stride-1 convolutions also run on NNPACK
+            (:func:`lpips_core.backbones.run_layers`).
         max_side: downscale images whose longer side exceeds it on load (default ``None``:
             score images at their size, as the reference scripts do).
         scorer: a :class:`Scorer` to reuse (its specs and models; ``metrics`` is then ignored);
