@@ -37,3 +37,19 @@ def make_pairs(root: Path, n: int = 8, *, seed: int = 0, odd_size: int = 2) -> t
         save(a, a_dir / f"{sub}p{i:02d}.png")
         save(b, b_dir / f"{sub}p{i:02d}.{'jpg' if i % 3 == 0 else 'png'}")
     return a_dir, b_dir
+
+
+def assert_same_rows(got: list[dict], want: list[dict], metrics: list[str], *, atol: float = 1e-6) -> None:
+    """The same rows: every column equal, except the metric values, equal within ``atol``.
+
+    For runs whose networks ran on different kernels: a scoring lane (or a Ray actor) runs one
+    torch thread, where the large convolutions go to NNPACK; a process on two threads runs them
+    on oneDNN. The two agree within ~1e-7, not to the bit (runs on the same kernels do).
+    """
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert {k: v for k, v in g.items() if k not in metrics} == {k: v for k, v in w.items() if k not in metrics}
+        for name in metrics:
+            assert (g[name] is None) == (w[name] is None), (g["key"], name)
+            if w[name] is not None:
+                assert abs(g[name] - w[name]) <= atol, (g["key"], name, g[name], w[name])
