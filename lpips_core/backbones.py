@@ -24,7 +24,8 @@ import os
 import torch
 from torch import nn
 
-__all__ = ["Backbone", "CHANNELS", "FIRST_STRIDE", "LAYER_NAMES", "TAPS", "layers_for", "nnpack_conv", "run_layers"]
+__all__ = ["Backbone", "CHANNELS", "FIRST_STRIDE", "LAYER_NAMES", "TAPS", "contiguous_stack", "layers_for", "nnpack_conv",
+           "run_layers"]
 
 TAPS: dict[str, tuple[int, ...]] = {
     "alex": (1, 4, 7, 9, 11),
@@ -84,29 +85,35 @@ def _features_architecture(net: str) -> nn.Sequential:
         return tvm.squeezenet1_1(weights=None).features[: TAPS[net][-1] + 1]
 
 
+def contiguous_stack(owner: nn.Module) -> nn.Sequential:
+    """``owner.features`` with contiguous weights: the stack itself when they already are, else a
+    copy of it, made on first use and again whenever a parameter's storage, dtype, device or
+    version has changed since (``.to``, ``.double()``, an in-place edit). The copy is not a
+    registered submodule (not in ``state_dict``, not moved by ``.to``)."""
+    feats = owner.features
+    weight = next((m.weight for m in feats.modules() if isinstance(m, nn.Conv2d)), None)
+    if weight is None or weight.is_contiguous():
+        return feats
+    key = tuple((p.data_ptr(), p._version, p.dtype, p.device) for p in feats.parameters())
+    if owner.__dict__.get("_contiguous_key") != key:
+        owner.__dict__["_contiguous_features"] = copy.deepcopy(feats).to(memory_format=torch.contiguous_format)
+        owner.__dict__["_contiguous_key"] = key
+    return owner.__dict__["_contiguous_features"]
+
+
 def layers_for(owner: nn.Module, x: torch.Tensor) -> nn.Sequential:
     """The layers ``owner`` (a backbone with a ``features`` stack) runs ``x`` through.
 
     ``owner.features`` itself, unless a gradient will flow (autograd enabled and ``x`` requires
     grad) while its weights are channels-last (a CPU model, see
-    :attr:`lpips_core.protocol.LearnedMetric.channels_last_on_cpu`): then a contiguous copy of
-    the stack, made on first use (and again after a dtype or device change). Channels-last
-    convolutions give the same distances to ~1e-8 but moved VGG16's input gradients up to 1.6e-5
-    from the reference package's; the copy keeps them within the 1e-6 parity bound. The copy is
-    not a registered submodule (not in ``state_dict``, not moved by ``.to``).
+    :attr:`lpips_core.protocol.LearnedMetric.channels_last_on_cpu`): then its
+    :func:`contiguous_stack`. Channels-last convolutions give the same distances to ~1e-8 but
+    moved VGG16's input gradients up to 1.6e-5 from the reference package's; the contiguous
+    copy keeps them within the 1e-6 parity bound.
     """
-    feats = owner.features
     if not (torch.is_grad_enabled() and x.requires_grad):
-        return feats
-    weight = next((m.weight for m in feats.modules() if isinstance(m, nn.Conv2d)), None)
-    if weight is None or weight.is_contiguous():
-        return feats
-    twin = owner.__dict__.get("_contiguous_features")
-    first = next(twin.parameters(), None) if twin is not None else None
-    if first is None or first.dtype != weight.dtype or first.device != weight.device:
-        twin = copy.deepcopy(feats).to(memory_format=torch.contiguous_format)
-        owner.__dict__["_contiguous_features"] = twin
-    return twin
+        return owner.features
+    return contiguous_stack(owner)
 
 
 #: Whether :func:`run_layers` may use NNPACK at all (environment ``LPIPS_EXPLORER_NNPACK=0`` turns
@@ -153,18 +160,6 @@ def _nnpack_layer(layer: nn.Module, x: torch.Tensor) -> bool:
     return min(x.shape[-2:]) >= NNPACK_MIN_SIDE
 
 
-def _contiguous_weight(owner: nn.Module, i: int, weight: torch.Tensor) -> torch.Tensor:
-    """A contiguous copy of a channels-last ``weight``, kept on ``owner`` until the parameter is
-    replaced (``.to``) or modified in place."""
-    if weight.is_contiguous():
-        return weight
-    cache = owner.__dict__.setdefault("_nnpack_weights", {})
-    hit = cache.get(i)
-    if hit is None or hit[0] is not weight or hit[1] != weight._version:
-        hit = cache[i] = (weight, weight._version, weight.contiguous())
-    return hit[2]
-
-
 def _max_pool_nchw(x: torch.Tensor, layer: nn.MaxPool2d) -> torch.Tensor | None:
     """``layer(x)`` for a contiguous NCHW ``x`` as a separable maximum over strided views (rows,
     then columns), or ``None`` where ``layer`` is not a plain max-pool. The same values (a maximum
@@ -191,30 +186,26 @@ def run_layers(owner: nn.Module, x: torch.Tensor, taps, last: int | None = None)
     """Run ``x`` through ``owner``'s stack (:func:`layers_for`) and return the outputs of the
     layers whose index is in ``taps``, stopping after layer ``last`` (default: the whole stack).
 
-    When :func:`nnpack_conv` allows it, the layers :func:`_nnpack_layer` picks are computed by
-    ``torch._nnpack_spatial_convolution``, and the pass stays in the contiguous (NCHW) layout
-    NNPACK needs: the other convolutions use contiguous copies of channels-last weights and
-    max-pools run as :func:`_max_pool_nchw`. Converting to channels-last and back around every
+    When :func:`nnpack_conv` allows it, the pass runs :func:`contiguous_stack` (NNPACK needs
+    contiguous weights), the layers :func:`_nnpack_layer` picks are computed by
+    ``torch._nnpack_spatial_convolution``, and the pass stays in the contiguous (NCHW) layout:
+    the other convolutions get NCHW inputs and contiguous weights, and max-pools run as
+    :func:`_max_pool_nchw`. Converting to channels-last and back around every
     NNPACK layer instead cost VGG16 at 256 px 268 against 192 ms on one thread (oneDNN alone: 367).
     Distances stay within 1e-7 of the oneDNN path (tested against the reference package). If
     NNPACK raises, it is not used again in this process and the layer runs as usual.
     """
     out = []
     fast = nnpack_conv(x)
-    for i, layer in enumerate(layers_for(owner, x)):
+    for i, layer in enumerate(contiguous_stack(owner) if fast else layers_for(owner, x)):
         y = None
         if fast and _nnpack_layer(layer, x):
             try:
-                y = torch._nnpack_spatial_convolution(
-                    x.contiguous(), _contiguous_weight(owner, i, layer.weight), layer.bias, layer.padding)
+                y = torch._nnpack_spatial_convolution(x.contiguous(), layer.weight, layer.bias, layer.padding)
             except RuntimeError:
                 _NNPACK["failed"], fast = True, False
-        elif fast and x.is_contiguous():
-            if isinstance(layer, nn.MaxPool2d):
-                y = _max_pool_nchw(x, layer)
-            elif isinstance(layer, nn.Conv2d) and layer.padding_mode == "zeros":
-                y = nn.functional.conv2d(x, _contiguous_weight(owner, i, layer.weight), layer.bias,
-                                         layer.stride, layer.padding, layer.dilation, layer.groups)
+        elif fast and isinstance(layer, nn.MaxPool2d) and x.is_contiguous():
+            y = _max_pool_nchw(x, layer)
         x = layer(x) if y is None else y
         if i in taps:
             out.append(x)

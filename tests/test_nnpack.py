@@ -100,21 +100,28 @@ def test_nnpack_only_for_one_thread_float32_inference(golden, calls):
 
 
 def test_contiguous_weight_copies_are_kept_and_renewed(golden, one_thread):
-    """NNPACK needs contiguous weights; a CPU model's are channels-last. The copy is made once and
-    made again when the parameter is replaced or changed in place."""
+    """NNPACK needs contiguous weights; a CPU model's are channels-last. The copy (the backbone's
+    contiguous stack, shared with the gradient path) is made once and made again when a parameter
+    is replaced or changed in place."""
     model = LPIPS("alex", device="cpu")
     x, y = _photo_pair(golden, 256)
     first = model(x, y)
-    cache = model.backbone.__dict__["_nnpack_weights"]
-    copy = cache[3][2]
+
+    def cached():
+        return model.backbone.__dict__["_contiguous_features"][3].weight
+
+    copy = cached()
     assert copy.is_contiguous() and torch.equal(copy, model.backbone.features[3].weight)
     model(x, y)
-    assert cache[3][2] is copy
+    assert cached() is copy
     with torch.no_grad():
         model.backbone.features[3].weight.mul_(2.0)
     doubled = model(x, y)
-    assert cache[3][2] is not copy and torch.equal(cache[3][2], model.backbone.features[3].weight)
+    assert cached() is not copy and torch.equal(cached(), model.backbone.features[3].weight)
     assert not torch.allclose(doubled, first)
+    model.double().float()  # the same Parameter objects, new storage
+    model(x, y)
+    assert cached().data_ptr() != copy.data_ptr() and torch.equal(cached(), model.backbone.features[3].weight)
 
 
 def test_a_failing_nnpack_falls_back_to_onednn(golden, one_thread, monkeypatch):
