@@ -214,6 +214,22 @@ def test_batching_choice_does_not_change_results(alex, monkeypatch, per):
     np.testing.assert_allclose(alex.compare_batch(xs[:1], ys).total, alex.compare(xs[:1], ys).total, atol=1e-6)
 
 
+def test_numpy_head_pair_by_pair_gives_the_bits_of_the_whole_chunk():
+    """The NumPy head normalises a chunk whose two sides share one backbone batch pair by pair
+    (while each pair's maps are in the cache): the same operations on the same values as
+    normalising the whole chunk first, so the same bits, for maps small and large."""
+    from lpips_core.model import _np_channel_terms, _np_prepare
+
+    gen = torch.Generator().manual_seed(3)
+    shapes = [(6, 64, 31, 29), (6, 192, 15, 15), (6, 8, 3, 2)]
+    taps = [torch.rand(s, generator=gen).sub_(0.4).clamp_(min=0) for s in shapes]  # ReLU-like, with zeros
+    whole = _np_prepare([t.clone() for t in taps])
+    want = _np_channel_terms([t[:3] for t in whole], [t[3:] for t in whole], False)
+    raw = [t.clone() for t in taps]
+    got = _np_channel_terms([t[:3] for t in raw], [t[3:] for t in raw], "both")
+    assert all(g.shape == (3, s[1]) and torch.equal(g, w) for g, w, s in zip(got, want, shapes))
+
+
 def test_images_per_batch_budget(alex):
     vgg = LPIPS("vgg", device="cpu")
     # first tap: 64 float32 channels; AlexNet at stride 4, VGG16 at full resolution; 12 MB on a CPU
