@@ -63,6 +63,7 @@ from lpips_core.distortions import gaussian_blur, gaussian_noise, jpeg, shift  #
 from lpips_core.images import load_image  # noqa: E402
 from lpips_core.sweeps import _VARIANT_CONFIG, VARIANTS, conventions_grid, size_label  # noqa: E402
 from lpips_core.testing import reference_lpips as reference_model  # noqa: E402
+from machine import machine_info  # noqa: E402  (benchmarks/machine.py, beside this file)
 
 TOL = 1e-5
 GRID_SIZES = (None, 64, 128, 224, 256)
@@ -411,6 +412,7 @@ def main(argv=None) -> int:
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),
         "repeat": repeat,
+        "machine": machine_info(),
         "cases": [asdict(c) for c in cases],
     }
     if args.json:

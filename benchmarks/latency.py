@@ -27,7 +27,6 @@ import argparse
 import io
 import json
 import os
-import platform
 import re
 import statistics
 import subprocess
@@ -40,6 +39,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
 from e2e.driver import IDLE, AppPage, Server, _health, free_port, launch_options  # noqa: E402
+from machine import machine_info  # noqa: E402  (benchmarks/machine.py)
 
 OUT = REPO / "benchmarks" / "results" / "latency.json"
 LOGS = REPO / "test-output" / "latency"
@@ -215,8 +215,7 @@ def main(argv=None) -> int:
     medians = {k: statistics.median(v) for k, v in runs.items() if v}
     result = {
         "when": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
-                    "load_avg_1m": os.getloadavg()[0]},
+        "machine": machine_info(),
         "repeat": repeat,
         "median_s": medians,
         "runs_s": runs,
