@@ -89,14 +89,18 @@ def contiguous_stack(owner: nn.Module) -> nn.Sequential:
     """``owner.features`` with contiguous weights: the stack itself when they already are, else a
     copy of it, made on first use and again whenever a parameter's storage, dtype, device or
     version has changed since (``.to``, ``.double()``, an in-place edit). The copy is not a
-    registered submodule (not in ``state_dict``, not moved by ``.to``)."""
+    registered submodule (not in ``state_dict``, not moved by ``.to``). It is made outside
+    inference mode even when the call that needs it first runs inside it (the NNPACK pass of
+    :func:`run_layers`): its weights must also serve a later differentiable call
+    (:func:`layers_for`), and autograd refuses inference tensors."""
     feats = owner.features
     weight = next((m.weight for m in feats.modules() if isinstance(m, nn.Conv2d)), None)
     if weight is None or weight.is_contiguous():
         return feats
     key = tuple((p.data_ptr(), p._version, p.dtype, p.device) for p in feats.parameters())
     if owner.__dict__.get("_contiguous_key") != key:
-        owner.__dict__["_contiguous_features"] = copy.deepcopy(feats).to(memory_format=torch.contiguous_format)
+        with torch.inference_mode(False):
+            owner.__dict__["_contiguous_features"] = copy.deepcopy(feats).to(memory_format=torch.contiguous_format)
         owner.__dict__["_contiguous_key"] = key
     return owner.__dict__["_contiguous_features"]
 

@@ -124,6 +124,22 @@ def test_contiguous_weight_copies_are_kept_and_renewed(golden, one_thread):
     assert cached().data_ptr() != copy.data_ptr() and torch.equal(cached(), model.backbone.features[3].weight)
 
 
+def test_a_copy_made_by_an_inference_pass_serves_a_later_gradient(golden, one_thread):
+    """The contiguous stack is shared by the NNPACK pass (inference) and the gradient path. Made
+    first by an inference call, its weights must not be inference tensors: a differentiable call
+    afterwards gives the gradient of a model that never ran the NNPACK pass."""
+    model, fresh = LPIPS("alex", device="cpu"), LPIPS("alex", device="cpu")
+    x, y = _photo_pair(golden, 64)
+    model.compare(x, y)  # inference mode, one thread: the NNPACK pass makes the copy
+    assert not torch.is_inference(model.backbone.__dict__["_contiguous_features"][0].weight)
+    grads = []
+    for m in (model, fresh):
+        xg = x.clone().requires_grad_()
+        m(xg, y).sum().backward()
+        grads.append(xg.grad)
+    assert torch.equal(grads[0], grads[1]) and grads[0].abs().sum() > 0
+
+
 def test_a_failing_nnpack_falls_back_to_onednn(golden, one_thread, monkeypatch):
     """If NNPACK raises, the layer runs on oneDNN, the result is unchanged, and NNPACK is not tried
     again in this process."""
