@@ -215,3 +215,29 @@ def test_lanes_forked_after_this_process_used_nnpack_give_its_rows(tmp_path, one
     lanes = score_pairs(pairs, scorer=sc, batch_size=2, lanes=2)
     name = sc.names[0]
     assert [r[name] for r in lanes.rows] == pytest.approx([r[name] for r in here.rows], abs=1e-6)
+
+
+#: Library modules whose contracts hold on both kernel paths. The fast tier runs them on one
+#: thread (NNPACK); ``--full``, the tier CI runs, keeps torch's default threads (oneDNN) for
+#: everything else, so it runs these again on one thread here.
+ONE_THREAD_MODULES = ("test_contract.py", "test_model.py", "test_gradients.py", "test_stlpips.py", "test_dists.py",
+                      "test_datasets_score.py")
+
+
+@pytest.mark.slow
+def test_the_library_contracts_also_hold_on_one_thread():
+    """A bug of the one-thread path alone (an inference pass's contiguous stack that a later
+    gradient could not use) passed the full tier, which never ran that path; the fast tier caught
+    it. The full tier now runs these modules' fast tests in a one-thread process (~35 s)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    tests = Path(__file__).resolve().parent
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                          *(str(tests / m) for m in ONE_THREAD_MODULES)],
+                         cwd=tests.parent, env=env, capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+    assert " passed" in run.stdout.splitlines()[-1] and "failed" not in run.stdout.splitlines()[-1]
