@@ -136,17 +136,20 @@ def _np_channel_terms(fx: Sequence[torch.Tensor], fy: Sequence[torch.Tensor], ra
                 ai, bi = na[i:i + 1], nb[i:i + 1]
                 _np_unit_normalize_(ai)
                 _np_unit_normalize_(bi)
-                np.subtract(bi, ai, out=bi)
-                np.multiply(bi, bi, out=bi)
-                terms[i] = bi.reshape(bi.shape[1], -1).mean(-1)
+                terms[i] = _np_squared_difference_mean_(ai, bi)[0]
             out.append(torch.from_numpy(terms))
             continue
         if raw_y:
             _np_unit_normalize_(nb)
-        np.subtract(nb, na, out=nb)
-        np.multiply(nb, nb, out=nb)
-        out.append(torch.from_numpy(nb.reshape(nb.shape[0], nb.shape[1], -1).mean(-1)))
+        out.append(torch.from_numpy(_np_squared_difference_mean_(na, nb)))
     return out
+
+
+def _np_squared_difference_mean_(na: np.ndarray, nb: np.ndarray) -> np.ndarray:
+    """``mean_hw((nb − na)²)`` per image and channel, ``(N, C)``, computed in ``nb``'s memory."""
+    np.subtract(nb, na, out=nb)
+    np.multiply(nb, nb, out=nb)
+    return nb.reshape(nb.shape[0], nb.shape[1], -1).mean(-1)
 
 
 def _weighted_sum(d2: torch.Tensor, weights: Sequence[torch.Tensor] | None, layer: int) -> torch.Tensor:
