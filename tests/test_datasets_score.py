@@ -294,3 +294,18 @@ def test_scoring_lanes_give_the_rows_of_one_process(broken):
     assert default_lanes(cpu, 1) == 0 and default_lanes(cpu, 4, workers=0) == 0  # one block / all here
     assert default_lanes(torch.device("meta"), 4) == 0  # not a CPU: the network stays in this process
     assert default_lanes(cpu, 4) == (min(os.cpu_count(), 8) if (os.cpu_count() or 1) > 1 else 0)
+
+
+def test_package_versions_are_the_installed_ones_and_a_new_dict_each_call():
+    from importlib import metadata
+
+    import torch
+
+    from lpips_core.datasets.score import package_versions
+
+    first = package_versions()
+    # the distributions' versions (torch's without the local "+cu130" that torch.__version__ adds)
+    assert first["torch"] == metadata.version("torch") == torch.__version__.split("+")[0]
+    assert first["numpy"] == np.__version__
+    first["torch"] = "edited by a caller"
+    assert package_versions()["torch"] == metadata.version("torch")  # the cached lookup is not shared

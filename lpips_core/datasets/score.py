@@ -36,6 +36,7 @@ identical images is ``inf``) are counted in ``nonfinite`` and left out of the st
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import platform
@@ -69,14 +70,21 @@ def default_block(device: torch.device) -> int:
 
 
 def package_versions() -> dict[str, str]:
-    """Versions of the packages a number depends on (for the manifest and ``--json``)."""
+    """Versions of the packages a number depends on (for the manifest and ``--json``); a new dict
+    on every call, looked up once per process (each lookup scans the installed distributions:
+    7.5 ms, a third of a percent of scoring 128 AlexNet pairs)."""
+    return dict(_package_versions())
+
+
+@functools.lru_cache(maxsize=1)
+def _package_versions() -> tuple[tuple[str, str], ...]:
     out = {"python": platform.python_version()}
     for dist in ("lpips-explorer", "torch", "torchvision", "numpy", "scipy", "scikit-image", "pillow", "lpips"):
         try:
             out[dist] = metadata.version(dist)
         except metadata.PackageNotFoundError:
             out[dist] = "not installed"
-    return out
+    return tuple(out.items())
 
 
 # --------------------------------------------------------------------------- the scorer
