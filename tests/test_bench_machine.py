@@ -27,5 +27,15 @@ def test_cpu_info_reads_the_first_processor_and_keeps_the_kernel_deciding_flags(
 
 
 def test_machine_info_has_the_fields_the_results_files_use():
-    info = machine.machine_info()
+    info = machine.machine_info(speed=False)
     assert {"cpus", "platform", "load_avg_1m", "cpu"} <= set(info) and info["cpus"] >= 1
+
+
+def test_speed_probe_times_a_python_loop_and_a_one_thread_matmul_and_restores_the_threads():
+    import torch
+
+    threads = torch.get_num_threads()
+    speed = machine.speed_probe(loops=10_000, side=64, rounds=1)
+    assert set(speed) == {"python_loop_s", "matmul_gflops_1thread"}
+    assert 0 < speed["python_loop_s"] < 5 and speed["matmul_gflops_1thread"] > 0
+    assert torch.get_num_threads() == threads
