@@ -517,6 +517,10 @@ def _size_text(w: int, h: int) -> str:
     return f"{w} x {h} pixels (W x H)"
 
 
+_WHITE = np.ones(3)
+_WHITE.flags.writeable = False
+
+
 def _check_options(max_side, min_side, small, background, max_pixels) -> np.ndarray:
     for opt, value in (("max_side", max_side), ("min_side", min_side)):
         if value is None:
@@ -533,6 +537,8 @@ def _check_options(max_side, min_side, small, background, max_pixels) -> np.ndar
         raise TypeError(f"max_pixels must be an int, got {type(max_pixels).__name__}")
     if max_pixels < 1:
         raise ValueError(f"max_pixels must be >= 1, got {max_pixels}")
+    if type(background) is tuple and background == (1.0, 1.0, 1.0):
+        return _WHITE  # the default, checked once (three NumPy reductions per image otherwise)
     try:
         bg = np.asarray(background, dtype=np.float64)
     except (TypeError, ValueError):
@@ -931,7 +937,10 @@ def _png_rgb8_fast(im: Image.Image, data: bytes, fmt: str, mode: str, bit_depth:
     truncated file), returns ``None``: Pillow decodes it and words the error.
     """
     if (_spng is None or fmt != "PNG" or mode != "RGB" or bit_depth != 8 or n_frames != 1
-            or "transparency" in im.info or b"eXIf" in data):
+            or "transparency" in im.info):
+        return None
+    chunks = _png_chunk_types(data)
+    if chunks is None or b"eXIf" in chunks:
         return None
     try:
         pixels = _spng.load(data)
@@ -941,6 +950,24 @@ def _png_rgb8_fast(im: Image.Image, data: bytes, fmt: str, mode: str, bit_depth:
     if pixels.dtype != np.uint8 or pixels.shape != (h, w, 3):
         return None
     return pixels
+
+
+def _png_chunk_types(data: bytes) -> set[bytes] | None:
+    """The chunk types of a PNG file, walked from chunk header to chunk header up to ``IEND``
+    (a few dozen steps, where searching the whole file for a type's four bytes took 0.1 ms per
+    256 px image and matched them inside compressed pixels too); ``None`` if the chunks run past
+    the end of the file or ``IEND`` is missing (a truncated or corrupt file)."""
+    view, pos, end, types = memoryview(data), 8, len(data), set()
+    while pos + 12 <= end:
+        length = int.from_bytes(view[pos:pos + 4], "big")
+        kind = bytes(view[pos + 4:pos + 8])
+        pos += 12 + length
+        if pos > end:
+            return None
+        types.add(kind)
+        if kind == b"IEND":
+            return types
+    return None
 
 
 def _canonical(

@@ -810,3 +810,38 @@ def test_a_truncated_rgb8_png_gets_pillows_message(monkeypatch):
             load_image(data)
         messages.append(str(err.value))
     assert messages[0] == messages[1] and "truncated or corrupt" in messages[0]
+
+
+def _chunk(kind: bytes, body: bytes) -> bytes:
+    import zlib
+
+    return len(body).to_bytes(4, "big") + kind + body + zlib.crc32(kind + body).to_bytes(4, "big")
+
+
+def test_png_chunks_are_read_by_type_not_by_searching_the_bytes(monkeypatch):
+    """An eXIf chunk after the pixels (which Pillow applies while decoding) keeps Pillow's path;
+    the four bytes "eXIf" inside another chunk's data do not; a file whose chunks run past its
+    end is left to Pillow."""
+    from lpips_core import images
+
+    rgb = np.random.default_rng(3).integers(0, 256, size=(20, 30, 3), dtype=np.uint8)
+    plain = _png(Image.fromarray(rgb))
+    assert plain[-12:] == _chunk(b"IEND", b"")
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    body = exif.tobytes()
+    body = body[6:] if body.startswith(b"Exif\x00\x00") else body  # an eXIf chunk holds the TIFF data alone
+    late_exif = plain[:-12] + _chunk(b"eXIf", body) + plain[-12:]
+    fast, slow, calls = _both_ways(monkeypatch, late_exif)
+    assert calls == 0 and fast.exif_orientation == slow.exif_orientation == 6
+    np.testing.assert_array_equal(fast.array, slow.array)
+    assert fast.array.shape == (30, 20, 3)
+
+    text = plain[:33] + _chunk(b"tEXt", b"Comment\x00eXIf tRNS acTL") + plain[33:]
+    fast, slow, calls = _both_ways(monkeypatch, text)
+    assert calls == 1 and fast.exif_orientation == 1
+    np.testing.assert_array_equal(fast.array, rgb.astype(np.float32) / np.float32(255))
+
+    assert images._png_chunk_types(plain) == {b"IHDR", b"IDAT", b"IEND"}
+    assert images._png_chunk_types(plain[:-12]) is None  # no IEND
+    assert images._png_chunk_types(plain[:40]) is None  # a chunk runs past the end
