@@ -64,7 +64,7 @@ def speed_probe(loops: int = 1_000_000, side: int = 1024, rounds: int = 3) -> di
             best_mm = min(best_mm, time.perf_counter() - t0)
     finally:
         torch.set_num_threads(threads)
-    return {"python_loop_s": round(best_loop, 4), "matmul_gflops_1thread": round(2 * side ** 3 / best_mm / 1e9, 1)}
+    return {"python_loop_s": round(best_loop, 4), "matmul_gflops_1thread": round(2 * side ** 3 / best_mm / 1e9, 2)}
 
 
 def machine_info(speed: bool = True) -> dict:

@@ -35,7 +35,7 @@ def test_speed_probe_times_a_python_loop_and_a_one_thread_matmul_and_restores_th
     import torch
 
     threads = torch.get_num_threads()
-    speed = machine.speed_probe(loops=10_000, side=64, rounds=1)
+    speed = machine.speed_probe(loops=10_000, side=256, rounds=2)
     assert set(speed) == {"python_loop_s", "matmul_gflops_1thread"}
     assert 0 < speed["python_loop_s"] < 5 and speed["matmul_gflops_1thread"] > 0
     assert torch.get_num_threads() == threads
