@@ -517,10 +517,6 @@ def _size_text(w: int, h: int) -> str:
     return f"{w} x {h} pixels (W x H)"
 
 
-_WHITE = np.ones(3)
-_WHITE.flags.writeable = False
-
-
 def _check_options(max_side, min_side, small, background, max_pixels) -> np.ndarray:
     for opt, value in (("max_side", max_side), ("min_side", min_side)):
         if value is None:
@@ -537,15 +533,14 @@ def _check_options(max_side, min_side, small, background, max_pixels) -> np.ndar
         raise TypeError(f"max_pixels must be an int, got {type(max_pixels).__name__}")
     if max_pixels < 1:
         raise ValueError(f"max_pixels must be >= 1, got {max_pixels}")
-    if type(background) is tuple and background == (1.0, 1.0, 1.0):
-        return _WHITE  # the default, checked once (three NumPy reductions per image otherwise)
     try:
         bg = np.asarray(background, dtype=np.float64)
     except (TypeError, ValueError):
         raise TypeError(
             f"background must be 3 floats in [0, 1], got {background!r}"
         ) from None
-    if bg.shape != (3,) or not np.all(np.isfinite(bg)) or bg.min() < 0 or bg.max() > 1:
+    # three floats checked in Python (three NumPy reductions cost ~0.07 ms per image); NaN fails too
+    if bg.shape != (3,) or not all(0.0 <= v <= 1.0 for v in bg.tolist()):
         raise ValueError(f"background must be 3 floats in [0, 1], got {background!r}")
     return bg
 
