@@ -11,9 +11,9 @@ squeeze     1, 4, 7, 9, 10, 11, 12 (SqueezeNet 1.1)      relu1 … relu7
 
 Only ``features`` up to the last tap is kept (no classifier, no final pooling).
 
-:func:`run_layers` runs a stack; on a CPU process with one torch thread (a dataset scoring lane,
-``torch.set_num_threads(1)``) its large stride-1 convolutions go through NNPACK instead of oneDNN
-(see :func:`nnpack_conv`).
+:func:`run_layers` runs a stack; on a CPU process with one or two torch threads (a dataset
+scoring lane, the app's server) its large stride-1 convolutions go through NNPACK instead of
+oneDNN (see :func:`nnpack_conv`).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import torch
 from torch import nn
 
 __all__ = ["Backbone", "CHANNELS", "FIRST_STRIDE", "LAYER_NAMES", "TAPS", "contiguous_stack", "layers_for", "nnpack_conv",
-           "run_layers"]
+           "nnpack_pool", "run_layers"]
 
 TAPS: dict[str, tuple[int, ...]] = {
     "alex": (1, 4, 7, 9, 11),
@@ -125,7 +125,11 @@ def layers_for(owner: nn.Module, x: torch.Tensor) -> nn.Sequential:
 USE_NNPACK: bool = os.environ.get("LPIPS_EXPLORER_NNPACK", "1") != "0"
 #: the smallest map side (of a convolution's input) that goes to NNPACK, see :func:`_nnpack_layer`
 NNPACK_MIN_SIDE = 24
-_NNPACK: dict[str, bool] = {}  # "ready": NNPACK initialised on this CPU; "failed": a call raised
+#: the most torch threads NNPACK is used with (1 and 2 measured; above, oneDNN stays)
+NNPACK_MAX_THREADS = 2
+# "ready": NNPACK initialised on this CPU; "failed": a call raised; "pool": (pid, threads) of the
+# process that made NNPACK's thread pool and the thread count it was made for
+_NNPACK: dict = {}
 
 
 def _nnpack_ready() -> bool:
@@ -135,20 +139,68 @@ def _nnpack_ready() -> bool:
     return _NNPACK["ready"] and not _NNPACK.get("failed", False)
 
 
+def nnpack_pool(threads: int | None = None) -> int | None:
+    """The thread count NNPACK's pool was made for in this process (``None``: not made yet).
+
+    PyTorch makes that pool once, at NNPACK's first convolution, for the torch thread count of
+    that moment, and keeps it for the life of the process. Given ``threads`` and no pool yet,
+    this makes it now, for ``threads`` (one tiny convolution), so that a process decides its
+    NNPACK thread count up front (the test suite makes a one-thread pool, as in a scoring lane).
+    A pool inherited through ``fork`` counts only if it was made for one thread: a pool of more
+    lost its worker threads in the fork, and a call would wait for them forever.
+    """
+    pool = _NNPACK.get("pool")
+    if pool is None and threads is not None and _nnpack_ready():
+        before = torch.get_num_threads()
+        torch.set_num_threads(threads)
+        try:
+            x = torch.zeros(1, 1, 4, 4)
+            _nnpack_call(x, torch.zeros(1, 1, 3, 3), torch.zeros(1), (1, 1))
+        finally:
+            torch.set_num_threads(before)
+        pool = _NNPACK.get("pool")
+    if pool is None:
+        return None
+    pid, n = pool
+    return n if pid == os.getpid() or n == 1 else 0
+
+
+def _nnpack_call(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, padding) -> torch.Tensor:
+    """``torch._nnpack_spatial_convolution``, noting the pool its first call makes (see
+    :func:`nnpack_pool`). With more than one thread, a batch goes one image at a time: NNPACK's
+    batched algorithm was slower than oneDNN on two threads (VGG16 at 256 px, a batch of 2:
+    1,390 against 965 ms), its one-image algorithm faster (340 against 525 ms per image)."""
+    if "pool" not in _NNPACK:
+        _NNPACK["pool"] = (os.getpid(), torch.get_num_threads())
+    if x.shape[0] > 1 and _NNPACK["pool"][1] > 1:
+        return torch.cat([torch._nnpack_spatial_convolution(x[i:i + 1], weight, bias, padding)
+                          for i in range(x.shape[0])])
+    return torch._nnpack_spatial_convolution(x, weight, bias, padding)
+
+
 def nnpack_conv(x: torch.Tensor) -> bool:
     """Whether a forward pass of ``x`` may send convolutions to NNPACK.
 
-    Only for inference (no gradient will flow) of float32 CPU tensors in a process that runs one
-    torch thread. NNPACK's Winograd/FFT kernels beat oneDNN's direct convolutions on one core for
-    3×3 and 5×5 stride-1 layers over large maps (measured on this AVX2 host, one thread, per image:
-    VGG16 at 256 px 367 → 192 ms, AlexNet at 256 px in batches of 12 15.1 → 12.4 ms), but its
-    thread pool is sized once, at its first use, from the thread count of that moment and did not
-    scale to two threads here, while oneDNN does: with more threads, oneDNN stays. A pool made for
-    one thread starts no threads, so worker processes forked afterwards are safe.
+    Only for inference (no gradient will flow) of float32 CPU tensors, with at most
+    :data:`NNPACK_MAX_THREADS` torch threads, and only with the thread count NNPACK's pool was
+    made for (:func:`nnpack_pool`; the first NNPACK call makes it for the current count). NNPACK's
+    Winograd/FFT kernels beat oneDNN's direct convolutions for 3×3 and 5×5 stride-1 layers over
+    large maps. Measured on an AVX2 host, per image: one thread, VGG16 at 256 px 367 → 192 ms,
+    AlexNet at 256 px in batches of 12 15.1 → 12.4 ms; two threads (the app's server, one image
+    at a time), VGG16 at 256 px 525 → 340 ms and at 512 px 2.15 → 1.0 s.
+
+    A pool is made once per process: one for two threads (the app's server) serves no one-thread
+    caller, so scoring lanes forked from such a process use oneDNN; a pool for one thread starts
+    no threads, so lanes forked after it keep NNPACK.
     """
-    return (USE_NNPACK and x.device.type == "cpu" and x.dtype == torch.float32
-            and not (torch.is_grad_enabled() and x.requires_grad)
-            and torch.get_num_threads() == 1 and _nnpack_ready())
+    if not (USE_NNPACK and x.device.type == "cpu" and x.dtype == torch.float32
+            and not (torch.is_grad_enabled() and x.requires_grad)):
+        return False
+    threads = torch.get_num_threads()
+    if threads > NNPACK_MAX_THREADS or not _nnpack_ready():
+        return False
+    pool = nnpack_pool()
+    return pool is None or pool == threads
 
 
 def _nnpack_layer(layer: nn.Module, x: torch.Tensor) -> bool:
@@ -205,7 +257,7 @@ def run_layers(owner: nn.Module, x: torch.Tensor, taps, last: int | None = None)
         y = None
         if fast and _nnpack_layer(layer, x):
             try:
-                y = torch._nnpack_spatial_convolution(x.contiguous(), layer.weight, layer.bias, layer.padding)
+                y = _nnpack_call(x.contiguous(), layer.weight, layer.bias, layer.padding)
             except RuntimeError:
                 _NNPACK["failed"], fast = True, False
         elif fast and isinstance(layer, nn.MaxPool2d) and x.is_contiguous():

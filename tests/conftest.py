@@ -43,7 +43,17 @@ def pytest_addoption(parser):
 
 
 def pytest_configure(config):
-    """Fast tier: one torch thread (see the module docstring); the full tier keeps the default."""
+    """Fast tier: one torch thread (see the module docstring); the full tier keeps the default.
+
+    Both tiers make this process's NNPACK pool for one thread before any test runs: PyTorch
+    makes it once, for the thread count of NNPACK's first call, and which test came first would
+    otherwise decide which tests may use NNPACK (:func:`lpips_core.backbones.nnpack_pool`). The
+    two-thread path (the app's server) is tested in fresh processes (``test_nnpack.py``) and runs
+    in the browser tests' server.
+    """
+    from lpips_core.backbones import nnpack_pool
+
+    nnpack_pool(1)
     if config.getoption("--full") or "OMP_NUM_THREADS" in os.environ:
         return
     os.environ["OMP_NUM_THREADS"] = "1"  # inherited by the CLI subprocesses

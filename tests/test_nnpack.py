@@ -1,13 +1,19 @@
-"""The NNPACK convolutions of a one-thread CPU process (a dataset scoring lane).
+"""The NNPACK convolutions of a CPU process with one torch thread (a dataset scoring lane) or
+two (the app's server).
 
 ``lpips_core.backbones.run_layers`` sends the large stride-1 convolutions to NNPACK when torch
-runs one thread; these tests run under ``torch.set_num_threads(1)`` and check that NNPACK really
-ran (its calls counted), on which layers, that every learned metric gives the reference package's
-numbers (or, for ST-LPIPS and DISTS, the numbers of the oneDNN path, which their own tests hold to
-the references), and that a failing NNPACK falls back to oneDNN.
+runs the thread count NNPACK's pool was made for. The test process makes a one-thread pool
+(``conftest.py``); most tests here run under ``torch.set_num_threads(1)`` and check that NNPACK
+really ran (its calls counted), on which layers, that every learned metric gives the reference
+package's numbers (or, for ST-LPIPS and DISTS, the numbers of the oneDNN path, which their own
+tests hold to the references), and that a failing NNPACK falls back to oneDNN. The two-thread
+path runs in fresh processes (:func:`test_a_two_thread_process`).
 """
 
 from __future__ import annotations
+
+import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -73,8 +79,10 @@ def test_lpips_on_one_thread_uses_nnpack_and_equals_the_reference(golden, one_th
     assert calls == layers
 
 
-def test_nnpack_only_for_one_thread_float32_inference(golden, calls):
-    """Two threads, a gradient, float64 and the switch off all keep oneDNN."""
+def test_nnpack_only_for_the_pools_thread_count_and_float32_inference(golden, calls):
+    """Two threads (this process's pool is for one), a gradient, float64 and the switch off all
+    keep oneDNN."""
+    assert backbones.nnpack_pool() == 1
     model = LPIPS("alex", device="cpu")
     x, y = _photo_pair(golden, 256)
     before = torch.get_num_threads()
@@ -241,3 +249,91 @@ def test_the_library_contracts_also_hold_on_one_thread():
                          cwd=tests.parent, env=env, capture_output=True, text=True, timeout=900)
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
     assert " passed" in run.stdout.splitlines()[-1] and "failed" not in run.stdout.splitlines()[-1]
+
+
+#: Run in a fresh process with two torch threads: NNPACK's first call there makes a two-thread pool.
+TWO_THREADS = r"""
+import json, sys
+import numpy as np, torch
+from PIL import Image
+torch.set_num_threads(2)
+from lpips_core import LPIPS, backbones
+from lpips_core.conventions import to_input
+from lpips_core.testing import reference_lpips
+from lpips_core.weights import load_backbone_weights
+
+seen = []
+real = torch._nnpack_spatial_convolution
+def counted(x, *args):
+    seen.append(list(x.shape))
+    return real(x, *args)
+torch._nnpack_spatial_convolution = counted
+
+golden = {k: np.asarray(Image.open(f"{sys.argv[1]}/{k}.png").convert("RGB"), dtype=np.float32) / 255
+          for k in ("ex_ref", "ex_p0", "ex_p1")}
+x = to_input(golden["ex_ref"], size=(64, 64)).repeat(2, 1, 1, 1)
+y = torch.cat([to_input(golden[k], size=(64, 64)) for k in ("ex_p0", "ex_p1")])
+model = LPIPS("vgg", "0.1", True, device="cpu")
+ref = reference_lpips("vgg", "0.1", True, load_backbone_weights("vgg").state_dict)
+with torch.no_grad():
+    want = ref(x, y).flatten()
+got = model(x, y)
+out = {"gap": float((got - want).abs().max()), "pool": backbones.nnpack_pool(), "calls": list(seen)}
+seen.clear()
+torch.set_num_threads(1)
+one = model(x, y)
+out["one_thread_calls"], out["one_thread_gap"] = len(seen), float((one - want).abs().max())
+if sys.argv[2] == "lanes":
+    torch.set_num_threads(2)
+    sys.path.insert(0, sys.argv[3])
+    from pathlib import Path
+    from datasets_shared import make_pairs
+    from lpips_core.datasets import Scorer, match_folders, score_pairs
+    pairs = match_folders(*make_pairs(Path(sys.argv[4]), n=4, odd_size=0))
+    sc = Scorer(["lpips-vgg"], device="cpu")
+    here = score_pairs(pairs, scorer=sc, batch_size=2, lanes=0, workers=0)
+    lanes = score_pairs(pairs, scorer=sc, batch_size=2, lanes=2)
+    name = sc.names[0]
+    out["lane_gap"] = max(abs(a[name] - b[name]) for a, b in zip(here.rows, lanes.rows))
+print(json.dumps(out))
+"""
+
+
+def _two_threads(*args: str) -> dict:
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from conftest import golden_dir
+
+    env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
+    run = subprocess.run([sys.executable, "-c", TWO_THREADS, str(golden_dir()), *args],
+                         cwd=Path(__file__).resolve().parents[1], env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return json.loads(run.stdout.splitlines()[-1])
+
+
+def test_a_two_thread_process():
+    """The app's server runs two torch threads. There NNPACK's first call makes a two-thread pool,
+    every NNPACK convolution takes one image at a time (its batched algorithm is the slower one on
+    two threads), VGG16's totals stay within 1e-6 of the reference package's, and a later
+    one-thread call in the same process keeps oneDNN (the pool is not for it)."""
+    out = _two_threads("plain")
+    assert out["pool"] == 2
+    # VGG16 at 64 px: the 64 and 32 px layers past the first, for each of the 4 images (x, y)
+    assert out["calls"] == [[1, 64, 64, 64], [1, 64, 64, 64], [1, 64, 64, 64], [1, 64, 64, 64],
+                            [1, 64, 32, 32], [1, 64, 32, 32], [1, 64, 32, 32], [1, 64, 32, 32],
+                            [1, 128, 32, 32], [1, 128, 32, 32], [1, 128, 32, 32], [1, 128, 32, 32]]
+    assert out["gap"] <= 1e-6
+    assert out["one_thread_calls"] == 0 and out["one_thread_gap"] <= 1e-6
+
+
+@pytest.mark.slow
+def test_lanes_forked_from_a_two_thread_process_keep_onednn(tmp_path):
+    """Scoring lanes forked after the process made a two-thread NNPACK pool (whose worker threads
+    the fork does not copy) must not call NNPACK, or they would wait for those threads forever:
+    they finish, and their VGG16 rows equal the rows scored in the process (±1e-6)."""
+    out = _two_threads("lanes", str(Path(__file__).resolve().parent), str(tmp_path))
+    assert out["pool"] == 2 and out["lane_gap"] <= 1e-6
