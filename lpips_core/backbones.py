@@ -97,7 +97,9 @@ def contiguous_stack(owner: nn.Module) -> nn.Sequential:
     weight = next((m.weight for m in feats.modules() if isinstance(m, nn.Conv2d)), None)
     if weight is None or weight.is_contiguous():
         return feats
-    key = tuple((p.data_ptr(), p._version, p.dtype, p.device) for p in feats.parameters())
+    # an inference tensor (a model built under torch.inference_mode) has no version counter
+    key = tuple((p.data_ptr(), -1 if p.is_inference() else p._version, p.dtype, p.device)
+                for p in feats.parameters())
     if owner.__dict__.get("_contiguous_key") != key:
         with torch.inference_mode(False):
             owner.__dict__["_contiguous_features"] = copy.deepcopy(feats).to(memory_format=torch.contiguous_format)

@@ -132,6 +132,20 @@ def test_contiguous_weight_copies_are_kept_and_renewed(golden, one_thread):
     assert cached().data_ptr() != copy.data_ptr() and torch.equal(cached(), model.backbone.features[3].weight)
 
 
+def test_a_model_built_under_inference_mode(golden, one_thread, calls):
+    """Parameters made under ``torch.inference_mode`` are inference tensors, which have no version
+    counter: the contiguous copy is keyed without one, and the NNPACK pass gives the numbers of a
+    model built as usual (a benchmark building its models in inference mode raised here)."""
+    x, y = _photo_pair(golden, 256)
+    with torch.inference_mode():
+        built = LPIPS("alex", device="cpu")
+        assert next(built.parameters()).is_inference()
+        got = built.compare(x, y).total
+    assert calls
+    want = LPIPS("alex", device="cpu").compare(x, y).total
+    np.testing.assert_allclose(got.numpy(), want.numpy(), atol=1e-6, rtol=0)
+
+
 def test_a_copy_made_by_an_inference_pass_serves_a_later_gradient(golden, one_thread):
     """The contiguous stack is shared by the NNPACK pass (inference) and the gradient path. Made
     first by an inference call, its weights must not be inference tensors: a differentiable call
