@@ -322,6 +322,17 @@ class FeatureCache:
         if evicted is not None:
             self._bytes -= evicted.nbytes
 
+    def peek(self, key: tuple) -> Features | None:
+        """The entry for ``key`` if there is one (counted as a hit and made the most recent), else
+        ``None``; a miss is not counted and nothing is stored."""
+        with self._lock:
+            hit = self._entries.get(key)
+            if hit is not None:
+                self._entries.move_to_end(key)
+                self.pool._touch(self, key)
+                self.hits += 1
+            return hit
+
     def get_or_compute(self, key: tuple, compute: Callable[[], Features]) -> Features:
         with self._lock:
             hit = self._entries.get(key)
@@ -464,13 +475,21 @@ class LearnedMetric(nn.Module):
         return self._features(x)
 
     @torch.inference_mode()
-    def reference_features(self, x: torch.Tensor) -> Features:
+    def reference_features(self, x: torch.Tensor, *, keep: bool = True) -> Features:
         """:meth:`features` through this model's :class:`FeatureCache` (keyed by the content of ``x``).
+
+        ``keep=False`` uses a cached entry but does not store a new one: for one-off references
+        (a diagnosis's counterfactuals) that would push out the ones a user comes back to (a
+        VGG16 reference at 512 px alone takes 122 MiB of the default 128).
 
         Returned features are shared between callers and threads: never modify them.
         """
         x = self._check_input(x)
-        return self.ref_cache.get_or_compute(FeatureCache.key(x), lambda: self._features(x))
+        key = FeatureCache.key(x)
+        if keep:
+            return self.ref_cache.get_or_compute(key, lambda: self._features(x))
+        hit = self.ref_cache.peek(key)
+        return hit if hit is not None else self._features(x)
 
     def _check_pair(self, fx: Features, fy: Features) -> None:
         mine = (self.metric, self.net, self.version)
@@ -547,17 +566,19 @@ class LearnedMetric(nn.Module):
 
     @torch.inference_mode()
     def compare_batch(
-        self, reference: torch.Tensor, others: torch.Tensor, *, spatial: bool = False, chunk: int | None = None
+        self, reference: torch.Tensor, others: torch.Tensor, *, spatial: bool = False, chunk: int | None = None,
+        keep_reference: bool = True,
     ) -> MetricResult:
         """One reference ``(1, 3, H, W)`` against many images ``(K, 3, H, W)``, all in :attr:`input_range`.
 
-        The reference's features come from :meth:`reference_features` (cached); the others go
-        through the network in batches of ``chunk`` (default: :meth:`images_per_batch`).
+        The reference's features come from :meth:`reference_features` (cached; ``keep_reference``
+        is its ``keep``); the others go through the network in batches of ``chunk`` (default:
+        :meth:`images_per_batch`).
         """
         spatial = self._spatial(spatial)
         if not isinstance(reference, torch.Tensor) or reference.ndim != 4 or reference.shape[0] != 1:
             raise ValueError(f"reference must have shape (1, 3, H, W), got {tuple(getattr(reference, 'shape', ()))}")
-        fr = self.reference_features(reference)
+        fr = self.reference_features(reference, keep=keep_reference)
         others = self._check_input(others, "others")
         if others.shape[-2:] != reference.shape[-2:]:
             raise ValueError(f"others must match the reference size {tuple(reference.shape[-2:])}, got {tuple(others.shape)}")

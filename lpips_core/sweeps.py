@@ -47,11 +47,13 @@ def lpips_many(
     size: int | tuple[int, int] | None = None,
     grayscale: bool = False,
     spatial: bool = False,
+    keep_reference: bool = True,
 ) -> MetricResult:
     """LPIPS between one reference and each of ``images``: ``(H, W, 3)`` arrays in ``[0, 1]``.
 
-    The reference goes through :meth:`LPIPS.reference_features` (cached by content), the images
-    through the network in one batch (chunked only for very large batches).
+    The reference goes through :meth:`LPIPS.reference_features` (cached by content;
+    ``keep_reference=False`` uses a cached entry but stores no new one), the images through the
+    network in one batch (chunked only for very large batches).
 
     Returns:
         LPIPSResult with ``total`` of shape ``(len(images),)``.
@@ -67,7 +69,7 @@ def lpips_many(
     opts = dict(convention=convention, size=size, grayscale=grayscale)
     x = to_input(ref, **opts)
     others = torch.cat([to_input(img, **opts) for img in images])
-    return model.compare_batch(x, others, spatial=spatial)
+    return model.compare_batch(x, others, spatial=spatial, keep_reference=keep_reference)
 
 
 # --------------------------------------------------------------------------- any metric of the registry

@@ -199,6 +199,24 @@ def test_reference_cache_is_byte_bounded():
     assert len(small) == 0 and small.nbytes == 0  # an entry over the whole budget is not kept
 
 
+def test_a_reference_not_kept_uses_the_cache_but_adds_nothing():
+    """``reference_features(x, keep=False)`` (a diagnosis's one-off counterfactual references):
+    a cached entry is used (a hit), a new one is computed, equal, but not stored."""
+    model = registry.build("lpips", "alex", device="cpu")
+    model.ref_cache = FeatureCache(max_bytes=1 << 30)
+    kept, once = _churn_inputs(2)
+    first = model.reference_features(kept)
+    hits = model.ref_cache.hits
+    assert model.reference_features(kept.clone(), keep=False) is first and model.ref_cache.hits == hits + 1
+    one_off = model.reference_features(once, keep=False)
+    assert len(model.ref_cache) == 1
+    assert all(torch.equal(a, b) for a, b in zip(one_off.maps, model.features(once).maps))
+    y = _churn_inputs(3)[2]
+    torch.testing.assert_close(model.compare_batch(once, y, keep_reference=False).total, model.compare(once, y).total,
+                               rtol=0, atol=1e-6)
+    assert len(model.ref_cache) == 1
+
+
 def test_cache_budget_from_the_environment(monkeypatch):
     monkeypatch.setenv("LPIPS_EXPLORER_CACHE_MB", "1.5")
     assert FeatureCache().max_bytes == int(1.5 * 2**20)

@@ -12,7 +12,7 @@ from PIL import Image
 
 from lpips_core import diagnostics as dg
 from lpips_core import synth
-from lpips_core.conventions import RESIZE_METHODS
+from lpips_core.conventions import RESIZE_METHODS, to_input
 from lpips_core.distortions import gaussian_blur, jpeg, shift
 from lpips_core.images import load_image
 from lpips_core.model import LPIPS
@@ -436,3 +436,22 @@ def test_diagnose_files_reports_progress_score_first(alex, uploaded):
         assert [c.id for c in p.checks] == list(dg.CHECK_IDS[:len(p.checks)])
         assert sorted(f.check_id for f in p.ranking) == sorted(c.id for c in p.checks)
     assert [c.delta for c in seen[-1].checks] == [c.delta for c in d.checks[:-1]]
+
+
+def test_diagnose_files_keeps_only_the_pairs_reference_cached(uploaded):
+    """The counterfactuals' references (on black, alpha dropped, resized, cropped…) are not stored
+    in the model's reference cache: after a diagnosis it holds the pair's own reference alone, so
+    the user's next test image against the same reference needs one network pass, not two."""
+    from lpips_core.protocol import FeatureCache
+
+    ref_png, test_jpg, _ = uploaded
+    model = LPIPS("alex")
+    model.ref_cache = FeatureCache(max_bytes=1 << 30)
+    d = dg.diagnose_files(model, ref_png, test_jpg)
+    assert len(d.checks) == len(dg.CHECKS)
+    assert len(model.ref_cache) == 1
+    x = to_input(d.reference)
+    assert FeatureCache.key(x) in model.ref_cache._entries
+    misses = model.ref_cache.misses
+    dg.diagnose_files(model, ref_png, test_jpg)
+    assert model.ref_cache.misses == misses and len(model.ref_cache) == 1

@@ -180,7 +180,13 @@ def demo_pair(reference: np.ndarray, *, dx: float = 3.0, dy: float = 2.0, qualit
 
 
 def lpips_values(model: LPIPS, ref: np.ndarray, images: Sequence[np.ndarray], **opts) -> list[float]:
-    """LPIPS of ``ref`` against each of ``images`` (:func:`lpips_core.sweeps.lpips_many`, ``opts`` passed on)."""
+    """LPIPS of ``ref`` against each of ``images`` (:func:`lpips_core.sweeps.lpips_many`, ``opts`` passed on).
+
+    The counterfactuals' references (on black, resized, cropped…) are one-offs: they use the
+    model's reference cache but are not stored in it (``keep_reference=False`` unless ``opts``
+    says otherwise), so the pair's own reference, scored first, stays cached for the user's next
+    test image."""
+    opts.setdefault("keep_reference", False)
     return [float(v) for v in lpips_many(model, ref, list(images), **opts).total]
 
 
