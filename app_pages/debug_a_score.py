@@ -6,12 +6,14 @@ import hashlib
 import io
 import math
 import threading
+import time
 from collections import OrderedDict
 
 import pandas as pd
 import streamlit as st
 
 import ui
+from lpips_core.backbones import between_layers
 from lpips_core.conventions import RESIZE_METHODS
 from lpips_core.diagnostics import (
     CHECKS,
@@ -164,7 +166,22 @@ if model is None:
     st.stop()
 net_label = ui.NET_LABELS[cfg.net]
 box = st.empty()
-with st.spinner("Scoring the pair…"):
+tick, last_tick = st.empty(), [0.0]
+
+
+def stop_if_replaced() -> None:
+    """Between network layers, at most every 0.2 s: an empty update of an empty placeholder, which
+    is where Streamlit ends a run the user has replaced. Replacing an uploaded file reruns the
+    page twice (the old file removed, then the new one); without this the first run went on
+    scoring a pair nobody asked for (up to seconds of VGG16 at 512 px) on the cores the second
+    needed."""
+    now = time.monotonic()
+    if now - last_tick[0] >= 0.2:
+        last_tick[0] = now
+        tick.empty()
+
+
+with st.spinner("Scoring the pair…"), between_layers(stop_if_replaced):
     diag = run(ref_data, ref_name, test_data, test_name, resolution, max_side, method, cfg.net, cfg.version,
                cfg.lin, model, lambda partial: show_partial(box, partial, net_label))
 box.empty()

@@ -38,7 +38,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
-from e2e.driver import IDLE, AppPage, Server, _health, free_port, launch_options  # noqa: E402
+from e2e.driver import FIRST_METRIC_JS, IDLE, AppPage, Server, _health, free_port, launch_options  # noqa: E402
 from machine import machine_info  # noqa: E402  (benchmarks/machine.py)
 
 OUT = REPO / "benchmarks" / "results" / "latency.json"
@@ -127,9 +127,6 @@ def pair_png(seed: int, side: int = 512) -> tuple[bytes, bytes]:
     return png(ref), png(test)
 
 
-#: The first metric value on the page (Debug a score's LPIPS), or ``null``.
-FIRST_METRIC_JS = """() => { const v = document.querySelector("[data-testid='stMain'] [data-testid='stMetricValue']");
-  return v ? v.innerText.trim() : null; }"""
 
 
 def debug_vgg16(ap: AppPage, seed: int) -> tuple[float, float]:

@@ -18,14 +18,17 @@ oneDNN (see :func:`nnpack_conv`).
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import os
+import threading
+from collections.abc import Callable, Iterator
 
 import torch
 from torch import nn
 
 __all__ = ["Backbone", "CHANNELS", "FIRST_STRIDE", "LAYER_NAMES", "TAPS", "contiguous_stack", "layers_for", "nnpack_conv",
-           "nnpack_pool", "run_layers"]
+           "between_layers", "nnpack_pool", "run_layers"]
 
 TAPS: dict[str, tuple[int, ...]] = {
     "alex": (1, 4, 7, 9, 11),
@@ -240,6 +243,25 @@ def _max_pool_nchw(x: torch.Tensor, layer: nn.MaxPool2d) -> torch.Tensor | None:
     return out
 
 
+_HOOKS = threading.local()
+
+
+@contextlib.contextmanager
+def between_layers(hook: Callable[[], None]) -> Iterator[None]:
+    """Inside the block, :func:`run_layers` calls ``hook()`` after every layer of the passes this
+    thread makes: a caller's chance to end a long pass early (an exception ``hook`` raises ends
+    it; nothing half-computed is cached). The app's Debug page uses it so that a run the user has
+    already replaced (a new file uploaded) stops within a layer instead of finishing a VGG16 pass
+    of up to a second at 512 px on the cores the new run needs. Blocks nest; other threads and
+    processes are not affected."""
+    before = getattr(_HOOKS, "hook", None)
+    _HOOKS.hook = hook
+    try:
+        yield
+    finally:
+        _HOOKS.hook = before
+
+
 def run_layers(owner: nn.Module, x: torch.Tensor, taps, last: int | None = None) -> list[torch.Tensor]:
     """Run ``x`` through ``owner``'s stack (:func:`layers_for`) and return the outputs of the
     layers whose index is in ``taps``, stopping after layer ``last`` (default: the whole stack).
@@ -254,6 +276,7 @@ def run_layers(owner: nn.Module, x: torch.Tensor, taps, last: int | None = None)
     NNPACK raises, it is not used again in this process and the layer runs as usual.
     """
     out = []
+    hook = getattr(_HOOKS, "hook", None)
     fast = nnpack_conv(x)
     for i, layer in enumerate(contiguous_stack(owner) if fast else layers_for(owner, x)):
         y = None
@@ -265,6 +288,8 @@ def run_layers(owner: nn.Module, x: torch.Tensor, taps, last: int | None = None)
         elif fast and isinstance(layer, nn.MaxPool2d) and x.is_contiguous():
             y = _max_pool_nchw(x, layer)
         x = layer(x) if y is None else y
+        if hook is not None:
+            hook()
         if i in taps:
             out.append(x)
         if i == last:

@@ -307,3 +307,35 @@ def test_no_branch_on_a_metric_name_outside_the_registry():
     hits = [f"{f.relative_to(REPO)}:{n}" for f in files if f.name != "metric_registry.py"
             for n, line in enumerate(f.read_text().splitlines(), 1) if pattern.search(line)]
     assert hits == []
+
+
+def test_between_layers_calls_its_hook_after_each_layer_and_can_end_a_pass():
+    """``backbones.between_layers``: the hook runs after each of AlexNet's 12 layers, in this
+    thread only, not outside the block; an exception it raises ends the pass, and the reference
+    cache keeps nothing half-computed (the Debug page ends replaced runs this way)."""
+    from lpips_core.backbones import between_layers
+
+    model = registry.build("lpips", "alex", device="cpu")
+    model.ref_cache = FeatureCache(max_bytes=1 << 30)
+    x = _churn_inputs(1)[0]
+    calls: list[str] = []
+    with between_layers(lambda: calls.append(threading.current_thread().name)):
+        model.features(x)
+        other = threading.Thread(target=model.features, args=(x,), name="other")
+        other.start()
+        other.join()
+    assert calls == [threading.current_thread().name] * 12
+    model.features(x)
+    assert len(calls) == 12
+
+    class Replaced(BaseException):
+        pass
+
+    def stop() -> None:
+        raise Replaced
+
+    with pytest.raises(Replaced), between_layers(stop):
+        model.reference_features(x)
+    assert len(model.ref_cache) == 0
+    model.reference_features(x)
+    assert len(model.ref_cache) == 1

@@ -69,6 +69,9 @@ def app_pages(app_file: Path | None = None) -> tuple[list[tuple[str, str]], list
 PAGES, LINKABLE = app_pages()
 
 IDLE = "[data-testid='stApp'][data-test-script-state='notRunning']"
+#: The first metric value on the page (Debug a score's LPIPS), or ``null``.
+FIRST_METRIC_JS = """() => { const v = document.querySelector("[data-testid='stMain'] [data-testid='stMetricValue']");
+  return v ? v.innerText.trim() : null; }"""
 LOAD_LINE = re.compile(r"lpips-explorer: loaded model net=(\S+) version=(\S+) lin=(\S+) device=(\S+)")
 
 #: Injected before any page script: counts finished script runs (every change of the app's

@@ -13,7 +13,7 @@ import re
 from image_corpus import corpus  # tests/ is on sys.path (tests/conftest.py)
 
 from . import expected
-from .driver import LINKABLE, PAGES, close_enough, slug
+from .driver import FIRST_METRIC_JS, LINKABLE, PAGES, close_enough, slug
 
 LPIPS_ALEX = "LPIPS · AlexNet"
 #: The slowest page on a cold cache (Conventions: both backbones at five sizes) took ~100 s alone
@@ -211,4 +211,32 @@ def test_a_lab_step_reruns_its_fragment_and_the_link_follows(app_page, server):
     assert other.wait_until(lambda: other.caption_with("Chain: gaussian_blur(sigma=1.1"), "the linked chain")
     assert other.wait_until(lambda: other.number(LPIPS_ALEX), "the linked LPIPS value") == after
     other.assert_alive()
+    server.assert_healthy()
+
+
+def test_replacing_the_test_file_on_debug_shows_the_new_pairs_score(app_page, server):
+    """Debug a score: replacing an uploaded test file reruns the page twice (the old file removed,
+    then the new one); the first run is ended between network layers. The page settles on the new
+    pair's score at the files' own size, equal to ``lpips_core``'s for the same files, with no
+    exception."""
+    from lpips_core import synth
+    from lpips_core.distortions import gaussian_blur, shift
+
+    ap = app_page
+    ap.open("debug_a_score")
+    ref = synth.texture_patch(11, size=128)
+    tests = [expected.png_bytes(gaussian_blur(shift(ref, dx, 1.0), 0.8)) for dx in (1.0, 3.0)]
+    ref_png = expected.png_bytes(ref)
+    inputs = ap.page.get_by_test_id("stMain").locator("input[type=file]")
+    inputs.first.wait_for(state="attached")
+    ap.rerun(lambda: inputs.nth(0).set_input_files(files=[{"name": "ref.png", "mimeType": "image/png",
+                                                             "buffer": ref_png}]))
+    for i, data in enumerate(tests):
+        ap.rerun(lambda: inputs.nth(1).set_input_files(files=[{"name": f"test{i}.png", "mimeType": "image/png",
+                                                                "buffer": data}]))
+    want = expected.debug_score(ref_png, tests[-1])
+    shown = ap.wait_until(lambda: (v := ap.page.evaluate(FIRST_METRIC_JS)) and v, "Debug's score")
+    assert shown == f"{want:.4f}", f"Debug shows {shown} for the replaced pair, lpips_core gives {want:.6f}"
+    assert "test1.png" in ap.main_text()
+    ap.assert_alive()
     server.assert_healthy()
