@@ -132,8 +132,14 @@ USE_NNPACK: bool = os.environ.get("LPIPS_EXPLORER_NNPACK", "1") != "0"
 NNPACK_MIN_SIDE = 24
 #: the most torch threads NNPACK is used with (1 and 2 measured; above, oneDNN stays)
 NNPACK_MAX_THREADS = 2
+#: the CPU capabilities (``torch.backends.cpu.get_cpu_capability()``) where NNPACK also runs on
+#: more than one thread: measured faster on an AVX2 host. On AVX-512 hosts oneDNN's kernels are
+#: about twice as fast while NNPACK's are AVX2 at best (one NNPACK thread was no faster than two
+#: oneDNN threads for one VGG16 image there), so two threads keep oneDNN.
+NNPACK_MULTI_THREAD_CPUS = ("AVX2",)
 # "ready": NNPACK initialised on this CPU; "failed": a call raised; "pool": (pid, threads) of the
-# process that made NNPACK's thread pool and the thread count it was made for
+# process that made NNPACK's thread pool and the thread count it was made for; "cpu": torch's CPU
+# capability
 _NNPACK: dict = {}
 
 
@@ -142,6 +148,12 @@ def _nnpack_ready() -> bool:
         # is_available() also initialises NNPACK; without it the first convolution fails.
         _NNPACK["ready"] = bool(torch.backends.nnpack.is_available())
     return _NNPACK["ready"] and not _NNPACK.get("failed", False)
+
+
+def _cpu_capability() -> str:
+    if "cpu" not in _NNPACK:
+        _NNPACK["cpu"] = torch.backends.cpu.get_cpu_capability()
+    return _NNPACK["cpu"]
 
 
 def nnpack_pool(threads: int | None = None) -> int | None:
@@ -187,7 +199,8 @@ def nnpack_conv(x: torch.Tensor) -> bool:
     """Whether a forward pass of ``x`` may send convolutions to NNPACK.
 
     Only for inference (no gradient will flow) of float32 CPU tensors, with at most
-    :data:`NNPACK_MAX_THREADS` torch threads, and only with the thread count NNPACK's pool was
+    :data:`NNPACK_MAX_THREADS` torch threads (more than one only on the CPUs of
+    :data:`NNPACK_MULTI_THREAD_CPUS`), and only with the thread count NNPACK's pool was
     made for (:func:`nnpack_pool`; the first NNPACK call makes it for the current count). NNPACK's
     Winograd/FFT kernels beat oneDNN's direct convolutions for 3×3 and 5×5 stride-1 layers over
     large maps. Measured on an AVX2 host, per image: one thread, VGG16 at 256 px 367 → 192 ms,
@@ -203,6 +216,8 @@ def nnpack_conv(x: torch.Tensor) -> bool:
         return False
     threads = torch.get_num_threads()
     if threads > NNPACK_MAX_THREADS or not _nnpack_ready():
+        return False
+    if threads > 1 and _cpu_capability() not in NNPACK_MULTI_THREAD_CPUS:
         return False
     pool = nnpack_pool()
     return pool is None or pool == threads

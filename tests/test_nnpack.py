@@ -292,7 +292,8 @@ ref = reference_lpips("vgg", "0.1", True, load_backbone_weights("vgg").state_dic
 with torch.no_grad():
     want = ref(x, y).flatten()
 got = model(x, y)
-out = {"gap": float((got - want).abs().max()), "pool": backbones.nnpack_pool(), "calls": list(seen)}
+out = {"gap": float((got - want).abs().max()), "pool": backbones.nnpack_pool(), "calls": list(seen),
+       "cpu": torch.backends.cpu.get_cpu_capability()}
 seen.clear()
 torch.set_num_threads(1)
 one = model(x, y)
@@ -330,24 +331,30 @@ def _two_threads(*args: str) -> dict:
 
 
 def test_a_two_thread_process():
-    """The app's server runs two torch threads. There NNPACK's first call makes a two-thread pool,
-    every NNPACK convolution takes one image at a time (its batched algorithm is the slower one on
-    two threads), VGG16's totals stay within 1e-6 of the reference package's, and a later
-    one-thread call in the same process keeps oneDNN (the pool is not for it)."""
+    """The app's server runs two torch threads. On an AVX2 CPU, NNPACK's first call there makes a
+    two-thread pool, every NNPACK convolution takes one image at a time (its batched algorithm is
+    the slower one on two threads), VGG16's totals stay within 1e-6 of the reference package's,
+    and a later one-thread call in the same process keeps oneDNN (the pool is not for it). On
+    other CPUs (AVX-512: oneDNN is faster there) two threads never call NNPACK."""
     out = _two_threads("plain")
+    assert out["gap"] <= 1e-6 and out["one_thread_gap"] <= 1e-6
+    if out["cpu"] not in backbones.NNPACK_MULTI_THREAD_CPUS:
+        assert out["pool"] is None and out["calls"] == []
+        return
     assert out["pool"] == 2
     # VGG16 at 64 px: the 64 and 32 px layers past the first, for each of the 4 images (x, y)
     assert out["calls"] == [[1, 64, 64, 64], [1, 64, 64, 64], [1, 64, 64, 64], [1, 64, 64, 64],
                             [1, 64, 32, 32], [1, 64, 32, 32], [1, 64, 32, 32], [1, 64, 32, 32],
                             [1, 128, 32, 32], [1, 128, 32, 32], [1, 128, 32, 32], [1, 128, 32, 32]]
-    assert out["gap"] <= 1e-6
-    assert out["one_thread_calls"] == 0 and out["one_thread_gap"] <= 1e-6
+    assert out["one_thread_calls"] == 0
 
 
 @pytest.mark.slow
 def test_lanes_forked_from_a_two_thread_process_keep_onednn(tmp_path):
     """Scoring lanes forked after the process made a two-thread NNPACK pool (whose worker threads
     the fork does not copy) must not call NNPACK, or they would wait for those threads forever:
-    they finish, and their VGG16 rows equal the rows scored in the process (±1e-6)."""
+    they finish, and their VGG16 rows equal the rows scored in the process (±1e-6). (On a CPU
+    where two threads keep oneDNN there is no such pool and the lanes make their own.)"""
     out = _two_threads("lanes", str(Path(__file__).resolve().parent), str(tmp_path))
-    assert out["pool"] == 2 and out["lane_gap"] <= 1e-6
+    assert out["pool"] == (2 if out["cpu"] in backbones.NNPACK_MULTI_THREAD_CPUS else None)
+    assert out["lane_gap"] <= 1e-6
