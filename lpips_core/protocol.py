@@ -322,24 +322,24 @@ class FeatureCache:
         if evicted is not None:
             self._bytes -= evicted.nbytes
 
+    def _hit(self, key: tuple) -> Features | None:  # under the lock
+        hit = self._entries.get(key)
+        if hit is not None:
+            self._entries.move_to_end(key)
+            self.pool._touch(self, key)
+            self.hits += 1
+        return hit
+
     def peek(self, key: tuple) -> Features | None:
         """The entry for ``key`` if there is one (counted as a hit and made the most recent), else
         ``None``; a miss is not counted and nothing is stored."""
         with self._lock:
-            hit = self._entries.get(key)
-            if hit is not None:
-                self._entries.move_to_end(key)
-                self.pool._touch(self, key)
-                self.hits += 1
-            return hit
+            return self._hit(key)
 
     def get_or_compute(self, key: tuple, compute: Callable[[], Features]) -> Features:
         with self._lock:
-            hit = self._entries.get(key)
+            hit = self._hit(key)
             if hit is not None:
-                self._entries.move_to_end(key)
-                self.pool._touch(self, key)
-                self.hits += 1
                 return hit
             self.misses += 1
         feats = compute()
