@@ -127,8 +127,6 @@ def pair_png(seed: int, side: int = 512) -> tuple[bytes, bytes]:
     return png(ref), png(test)
 
 
-
-
 def debug_vgg16(ap: AppPage, seed: int) -> tuple[float, float]:
     """Upload a 512 px pair on Debug a score (the page was opened with ``?net=vgg``). Returns the
     seconds from the test image's upload to (1) its LPIPS score shown (the first metric changes to
