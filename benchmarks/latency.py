@@ -9,7 +9,10 @@ through Playwright. Measured, each the median of ``--repeat`` runs (default 3):
   (process start → ``/_stcore/health`` ok).
 - ``new_session``: a new browser context on that warm server, until the verdict is visible.
 - ``slider_shift_vs_blur`` and ``slider_lab``: one step (→) of Shift vs blur's shift slider and of
-  the Distortion lab's blur sigma, until the rerun has finished (each step a new value).
+  the Distortion lab's blur sigma, until the rerun has finished (each step a new value). Beside
+  each step, the CPU-seconds it cost (``cpu_s_per_step``: the server's process and Chromium's
+  processes, from the key press until the page has been quiet for 0.8 s): on two cores a step of
+  0.8 s has at most 1.6 CPU-seconds, which the server and the browser drawing the page share.
 - ``debug_vgg16``: Debug a score with VGG16 (opened by a link, ``?net=vgg``) on an uploaded
   512 px pair: upload of the test image → its LPIPS score shown (a new pair each repeat; the page
   shows the score, MSE/PSNR/SSIM first and fills in the ranked checks as they finish);
@@ -39,7 +42,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
 from e2e.driver import FIRST_METRIC_JS, IDLE, AppPage, Server, _health, free_port, launch_options  # noqa: E402
-from machine import machine_info  # noqa: E402  (benchmarks/machine.py)
+from machine import cpu_seconds, machine_info  # noqa: E402  (benchmarks/machine.py)
 
 OUT = REPO / "benchmarks" / "results" / "latency.json"
 LOGS = REPO / "test-output" / "latency"
@@ -100,12 +103,34 @@ def timed_rerun(ap: AppPage, action) -> float:
     return elapsed
 
 
-def slider_step(ap: AppPage, label: str) -> float:
+def browser_pids() -> list[int]:
+    """Chromium's processes started by this script (through Playwright's driver)."""
+    import psutil
+
+    pids = []
+    for proc in psutil.Process().children(recursive=True):
+        try:
+            if "chrom" in proc.name().lower():
+                pids.append(proc.pid)
+        except psutil.NoSuchProcess:
+            pass
+    return pids
+
+
+def slider_step(ap: AppPage, label: str, cpu: list[dict] | None = None) -> float:
+    """One → on the slider labelled ``label``: seconds to the rerun's end. With ``cpu``, appends
+    the step's CPU-seconds, ``{"server": ..., "browser": ...}`` (until the page is quiet)."""
+    server_pid = ap.server.proc.pid
+    before = (cpu_seconds([server_pid]), cpu_seconds(browser_pids())) if cpu is not None else None
     slider = ap.page.get_by_test_id("stMain").get_by_test_id("stSlider").filter(
         has=ap.page.get_by_test_id("stWidgetLabel").get_by_text(re.compile("^" + re.escape(label)))).first
     thumb = slider.get_by_role("slider")
     thumb.focus()
-    return timed_rerun(ap, lambda: thumb.press("ArrowRight"))
+    elapsed = timed_rerun(ap, lambda: thumb.press("ArrowRight"))  # ends with the page quiet
+    if cpu is not None:
+        cpu.append({"server": round(cpu_seconds([server_pid]) - before[0], 3),
+                    "browser": round(cpu_seconds(browser_pids()) - before[1], 3)})
+    return elapsed
 
 
 def pair_png(seed: int, side: int = 512) -> tuple[bytes, bytes]:
@@ -156,10 +181,11 @@ def _note(what: str, seconds: float) -> float:
     return seconds
 
 
-def measure(repeat: int) -> dict[str, list[float]]:
+def measure(repeat: int) -> tuple[dict[str, list[float]], dict[str, list[dict]]]:
     from playwright.sync_api import sync_playwright
 
     out: dict[str, list[float]] = {k: [] for k in ("server_start", *TARGETS, "debug_vgg16_all_checks")}
+    cpu: dict[str, list[dict]] = {"slider_shift_vs_blur": [], "slider_lab": []}
     with sync_playwright() as pw:
         browser = pw.chromium.launch(**launch_options())
         try:
@@ -177,11 +203,11 @@ def measure(repeat: int) -> dict[str, list[float]]:
                         out["new_session"].append(_note("new session", t))
                         ap.page.context.close()
                     t, ap = timed_visit(browser, server)
-                    out["slider_shift_vs_blur"] += [_note("shift slider", slider_step(ap, "Shift"))
+                    out["slider_shift_vs_blur"] += [_note("shift slider", slider_step(ap, "Shift", cpu["slider_shift_vs_blur"]))
                                                     for _ in range(repeat)]
                     ap.page.context.close()
                     _, ap = timed_visit(browser, server, "distortion_lab")
-                    out["slider_lab"] += [_note("lab slider", slider_step(ap, "sigma")) for _ in range(repeat)]
+                    out["slider_lab"] += [_note("lab slider", slider_step(ap, "sigma", cpu["slider_lab"])) for _ in range(repeat)]
                     ap.page.context.close()
                     _, ap = timed_visit(browser, server, "debug_a_score?net=vgg")
                     for seed in range(repeat):
@@ -194,7 +220,7 @@ def measure(repeat: int) -> dict[str, list[float]]:
                     server.stop()
         finally:
             browser.close()
-    return out
+    return out, cpu
 
 
 def main(argv=None) -> int:
@@ -206,8 +232,10 @@ def main(argv=None) -> int:
     repeat = 1 if args.quick else args.repeat
     if repeat < 1:
         p.error(f"--repeat must be at least 1, got {repeat}")
-    runs = measure(repeat)
+    runs, cpu = measure(repeat)
     medians = {k: statistics.median(v) for k, v in runs.items() if v}
+    cpu_medians = {k: {side: statistics.median(step[side] for step in steps) for side in ("server", "browser")}
+                   for k, steps in cpu.items() if steps}
     result = {
         "when": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "machine": machine_info(),
@@ -216,6 +244,8 @@ def main(argv=None) -> int:
         "runs_s": runs,
         "targets_s": TARGETS,
         "met": {k: medians[k] <= t for k, t in TARGETS.items() if k in medians},
+        "cpu_s_per_step": cpu_medians,
+        "cpu_s_per_step_runs": cpu,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
@@ -225,6 +255,8 @@ def main(argv=None) -> int:
         t = TARGETS.get(k)
         print(f"{k:<22} {v:>10.2f} {('%.1f' % t) if t else '':>10}  "
               f"{'' if t is None else ('yes' if v <= t else 'NO')}")
+    for k, c in cpu_medians.items():
+        print(f"{k}: CPU-seconds per step, server {c['server']:.2f} + browser {c['browser']:.2f}")
     print(f"written to {args.out}")
     return 0
 

@@ -39,3 +39,48 @@ def test_speed_probe_times_a_python_loop_and_a_one_thread_matmul_and_restores_th
     assert set(speed) == {"python_loop_s", "matmul_gflops_1thread"}
     assert 0 < speed["python_loop_s"] < 5 and speed["matmul_gflops_1thread"] > 0
     assert torch.get_num_threads() == threads
+
+
+
+#: Burns ``sys.argv[1]`` CPU-seconds, says so on stdout, then waits to be killed.
+BURN = """import sys, time
+t = time.process_time()
+while time.process_time() - t < float(sys.argv[1]):
+    pass
+print(1, flush=True)
+time.sleep(60)
+"""
+#: Starts BURN as its own child, prints that child's pid once it has burned, then waits.
+PARENT = """import subprocess, sys, time
+g = subprocess.Popen([sys.executable, "-c", sys.argv[1], "0.4"], stdout=subprocess.PIPE)
+g.stdout.readline()
+print(g.pid, flush=True)
+time.sleep(60)
+"""
+
+
+def test_cpu_seconds_counts_a_process_tree_once_and_skips_gone_processes():
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    child = subprocess.Popen([sys.executable, "-c", PARENT, BURN], stdout=subprocess.PIPE, text=True)
+    grandchild = None
+    try:
+        grandchild = int(child.stdout.readline())
+        tree = machine.cpu_seconds([child.pid])  # the parent's own start-up plus the burner's 0.4 s
+        assert tree >= 0.4
+        assert machine.cpu_seconds([grandchild]) >= 0.4
+        # named twice (itself, and as its parent's descendant), the burner is counted once
+        assert machine.cpu_seconds([child.pid, grandchild]) < tree + 0.05
+    finally:
+        child.kill()
+        child.wait()
+        if grandchild is not None:
+            os.kill(grandchild, signal.SIGKILL)
+    # a process that has exited and been reaped counts nothing, and so does a pid that never existed
+    assert machine.cpu_seconds([child.pid]) == 0.0
+    assert machine.cpu_seconds([2 ** 22 + 12345]) == 0.0
+    assert machine.cpu_seconds([os.getpid()]) > 0
