@@ -203,11 +203,13 @@ def measure(repeat: int) -> tuple[dict[str, list[float]], dict[str, list[dict]]]
                         out["new_session"].append(_note("new session", t))
                         ap.page.context.close()
                     t, ap = timed_visit(browser, server)
-                    out["slider_shift_vs_blur"] += [_note("shift slider", slider_step(ap, "Shift", cpu["slider_shift_vs_blur"]))
-                                                    for _ in range(repeat)]
+                    out["slider_shift_vs_blur"] += [
+                        _note("shift slider", slider_step(ap, "Shift", cpu["slider_shift_vs_blur"]))
+                        for _ in range(repeat)]
                     ap.page.context.close()
                     _, ap = timed_visit(browser, server, "distortion_lab")
-                    out["slider_lab"] += [_note("lab slider", slider_step(ap, "sigma", cpu["slider_lab"])) for _ in range(repeat)]
+                    out["slider_lab"] += [_note("lab slider", slider_step(ap, "sigma", cpu["slider_lab"]))
+                                          for _ in range(repeat)]
                     ap.page.context.close()
                     _, ap = timed_visit(browser, server, "debug_a_score?net=vgg")
                     for seed in range(repeat):

@@ -41,7 +41,6 @@ def test_speed_probe_times_a_python_loop_and_a_one_thread_matmul_and_restores_th
     assert torch.get_num_threads() == threads
 
 
-
 #: Burns ``sys.argv[1]`` CPU-seconds, says so on stdout, then waits to be killed.
 BURN = """import sys, time
 t = time.process_time()
@@ -64,7 +63,6 @@ def test_cpu_seconds_counts_a_process_tree_once_and_skips_gone_processes():
     import signal
     import subprocess
     import sys
-    import time
 
     child = subprocess.Popen([sys.executable, "-c", PARENT, BURN], stdout=subprocess.PIPE, text=True)
     grandchild = None
