@@ -123,6 +123,25 @@ def lab_successor(pair: str, metric: str, net: str, _ref: np.ndarray, _dist: np.
     return out
 
 
+def _headline(cfg, answer: dict | None, classic: dict[str, float]) -> None:
+    """The step's answer at once: the sidebar backbone's LPIPS beside MSE, PSNR and SSIM, drawn
+    before the images and the other backbones (which fill in below as they finish)."""
+    label = ui.NET_LABELS[cfg.net]
+    how = f"v{cfg.version}, {'lin' if cfg.lin else 'baseline'}"
+    c1, c2, c3, c4 = st.columns(4)
+    if answer is None:
+        c1.metric(f"LPIPS · {label}", "—", help=f"{label} (the sidebar's backbone) is unavailable here; the table "
+                  "below has every backbone that is.")
+    else:
+        c1.metric(f"LPIPS · {label}", f"{answer['total']:.4f}",
+                  help=f"The sidebar's backbone, {how}. Every backbone is in the table below.")
+    psnr, ssim = classic["PSNR (dB)"], classic["SSIM"]
+    c2.metric("MSE", f"{classic['MSE']:.2f}", help="Mean squared error in 0–255 pixel units.")
+    c3.metric("PSNR", "∞" if math.isinf(psnr) else f"{psnr:.2f} dB")
+    c4.metric("SSIM", f"{ssim:.4f}" if math.isfinite(ssim) else "—",
+              help=None if math.isfinite(ssim) else "The image is too small for SSIM's 7×7 window.")
+
+
 def _map_label(key: str) -> str:
     return ui.NET_LABELS[key] if key in ui.NET_LABELS else ui.successor_label(key)
 
@@ -174,6 +193,14 @@ def lab() -> None:
     pair = pair_key(ref, chain_json)
     st.caption("Chain: " + ui.md_escape(ui.chain_label(chain)))
 
+    # -- the answer first (one forward pass of the sidebar's backbone), then everything else
+    status = ui.weights_status()
+    classic = classic_metrics(pair, ref, dist)
+    results: dict[str, dict] = {}
+    if status[cfg.net][0] and (model := ui.get_model(cfg.net, quiet=True)) is not None:
+        results[cfg.net] = lab_lpips(pair, cfg.net, cfg.version, cfg.lin, ref, dist, model)
+    _headline(cfg, results.get(cfg.net), classic)
+
     diff, gain = abs_difference(ref, dist)
     i1, i2, i3 = st.columns(3)
     i1.image(ref, caption="reference", clamp=True, width="stretch")
@@ -184,17 +211,17 @@ def lab() -> None:
     # -- metrics for every backbone
     st.subheader("Metrics")
     chosen = ui.successor_picker("lab_successors")
-    results: dict[str, dict] = {}
     rows = [{"metric": name, "value": value, "note": "" if math.isfinite(value) or name != "SSIM" else "image too small"}
-            for name, value in classic_metrics(pair, ref, dist).items()]
-    status = ui.weights_status()
+            for name, value in classic.items()]
     with st.spinner("LPIPS through every available backbone…"):
         for net, label in ui.NET_LABELS.items():
-            model = ui.get_model(net, quiet=True) if status[net][0] else None
-            if model is None:
-                rows.append({"metric": f"LPIPS · {label}", "value": float("nan"), "note": "unavailable (no weights)"})
-                continue
-            results[net] = lab_lpips(pair, net, cfg.version, cfg.lin, ref, dist, model)
+            if net not in results:
+                model = ui.get_model(net, quiet=True) if status[net][0] else None
+                if model is None:
+                    rows.append({"metric": f"LPIPS · {label}", "value": float("nan"),
+                                 "note": "unavailable (no weights)"})
+                    continue
+                results[net] = lab_lpips(pair, net, cfg.version, cfg.lin, ref, dist, model)
             rows.append({"metric": f"LPIPS · {label}", "value": results[net]["total"],
                          "note": f"v{cfg.version}, {'lin' if cfg.lin else 'baseline'}"})
     succ_results: dict[str, dict] = {}  # successor id → lab_successor's dict
@@ -227,7 +254,8 @@ def lab() -> None:
 
     st.subheader("Where the distance comes from")
     if results or layered:
-        bars = {ui.NET_LABELS[n]: (r["layer_names"], r["per_layer"]) for n, r in results.items()}
+        bars = {label: (results[n]["layer_names"], results[n]["per_layer"])
+                for n, label in ui.NET_LABELS.items() if n in results}
         bars.update({ui.successor_label(sid): (r["layer_names"], r["per_layer"]) for sid, r in layered.items()})
         st.plotly_chart(
             per_layer_bars(bars, title="Per-layer terms d_l, stacked: each bar's height is the LPIPS value"),
@@ -248,9 +276,7 @@ def lab() -> None:
     if not results and not layered:
         st.stop()
 
-    map_sources = {**results, **layered}  # LPIPS backbones by net, ST-LPIPS by successor id
-
-
+    map_sources = {**results, **layered}  # the sidebar's backbone first (the default), then the others and ST-LPIPS
 
     m1, m2, m3 = st.columns([1, 2, 1])
     map_net = m1.selectbox("Backbone", list(map_sources), format_func=_map_label, key="lab_map_net")

@@ -8,9 +8,12 @@ through Playwright. Measured, each the median of ``--repeat`` runs (default 3):
   its verdict is visible (navigation start → "Verdict" in the page); ``server_start`` beside it
   (process start → ``/_stcore/health`` ok).
 - ``new_session``: a new browser context on that warm server, until the verdict is visible.
-- ``slider_shift_vs_blur`` and ``slider_lab``: one step (→) of Shift vs blur's shift slider and of
-  the Distortion lab's blur sigma, until the rerun has finished (each step a new value). Beside
-  each step, the CPU-seconds it cost (``cpu_s_per_step``: the server's process and Chromium's
+- ``slider_shift_vs_blur``: one step (→) of Shift vs blur's shift slider, until the rerun has
+  finished (each step a new value).
+- ``slider_lab``: one step (→) of the Distortion lab's blur sigma, until the step's answer is
+  shown (the headline above the images: the sidebar backbone's LPIPS, with MSE, PSNR and SSIM);
+  ``slider_lab_all``: the same step until the rerun has finished (every backbone in the table,
+  the bars and the map; no target). Beside each step, the CPU-seconds it cost (``cpu_s_per_step``: the server's process and Chromium's
   processes, from the key press until the page has been quiet for 0.8 s): on two cores a step of
   0.8 s has at most 1.6 CPU-seconds, which the server and the browser drawing the page share.
 - ``debug_vgg16``: Debug a score with VGG16 (opened by a link, ``?net=vgg``) on an uploaded
@@ -117,16 +120,35 @@ def browser_pids() -> list[int]:
     return pids
 
 
-def slider_step(ap: AppPage, label: str, cpu: list[dict] | None = None) -> float:
+#: True once the page's first metric (``st.metric``) shows a value other than ``prev``, or, should
+#: the step leave it unchanged, once the rerun has ended (it is then shown at the latest).
+ANSWER_JS = f"""([prev, n]) => {{ const v = ({FIRST_METRIC_JS})();
+  return (v !== null && v !== prev) || (window.__stRuns || 0) > n; }}"""
+
+
+def slider_step(ap: AppPage, label: str, cpu: list[dict] | None = None,
+                answer: list[float] | None = None) -> float:
     """One → on the slider labelled ``label``: seconds to the rerun's end. With ``cpu``, appends
-    the step's CPU-seconds, ``{"server": ..., "browser": ...}`` (until the page is quiet)."""
+    the step's CPU-seconds, ``{"server": ..., "browser": ...}`` (until the page is quiet). With
+    ``answer``, appends the seconds until the page's first metric shows the step's value (the
+    Distortion lab's headline: the sidebar backbone's LPIPS, drawn before the rest of the page)."""
     server_pid = ap.server.proc.pid
     before = (cpu_seconds([server_pid]), cpu_seconds(browser_pids())) if cpu is not None else None
     slider = ap.page.get_by_test_id("stMain").get_by_test_id("stSlider").filter(
         has=ap.page.get_by_test_id("stWidgetLabel").get_by_text(re.compile("^" + re.escape(label)))).first
     thumb = slider.get_by_role("slider")
     thumb.focus()
-    elapsed = timed_rerun(ap, lambda: thumb.press("ArrowRight"))  # ends with the page quiet
+    if answer is None:
+        elapsed = timed_rerun(ap, lambda: thumb.press("ArrowRight"))  # ends with the page quiet
+    else:
+        prev, runs = ap.page.evaluate(FIRST_METRIC_JS), ap.runs()
+        t0 = time.perf_counter()
+        thumb.press("ArrowRight")
+        ap.page.wait_for_function(ANSWER_JS, arg=[prev, runs], polling=20)
+        answer.append(time.perf_counter() - t0)
+        ap.page.wait_for_function("n => (window.__stRuns || 0) > n", arg=runs, polling=20)
+        elapsed = time.perf_counter() - t0
+        ap.settle(quiet_ms=800)
     if cpu is not None:
         cpu.append({"server": round(cpu_seconds([server_pid]) - before[0], 3),
                     "browser": round(cpu_seconds(browser_pids()) - before[1], 3)})
@@ -184,7 +206,8 @@ def _note(what: str, seconds: float) -> float:
 def measure(repeat: int) -> tuple[dict[str, list[float]], dict[str, list[dict]]]:
     from playwright.sync_api import sync_playwright
 
-    out: dict[str, list[float]] = {k: [] for k in ("server_start", *TARGETS, "debug_vgg16_all_checks")}
+    out: dict[str, list[float]] = {k: [] for k in ("server_start", *TARGETS, "slider_lab_all",
+                                                   "debug_vgg16_all_checks")}
     cpu: dict[str, list[dict]] = {"slider_shift_vs_blur": [], "slider_lab": []}
     with sync_playwright() as pw:
         browser = pw.chromium.launch(**launch_options())
@@ -208,8 +231,10 @@ def measure(repeat: int) -> tuple[dict[str, list[float]], dict[str, list[dict]]]
                         for _ in range(repeat)]
                     ap.page.context.close()
                     _, ap = timed_visit(browser, server, "distortion_lab")
-                    out["slider_lab"] += [_note("lab slider", slider_step(ap, "sigma", cpu["slider_lab"]))
-                                          for _ in range(repeat)]
+                    for _ in range(repeat):
+                        ends = slider_step(ap, "sigma", cpu["slider_lab"], out["slider_lab"])
+                        _note("lab slider: answer shown", out["slider_lab"][-1])
+                        out["slider_lab_all"].append(_note("lab slider: rerun done", ends))
                     ap.page.context.close()
                     _, ap = timed_visit(browser, server, "debug_a_score?net=vgg")
                     for seed in range(repeat):

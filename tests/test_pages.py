@@ -84,7 +84,13 @@ def test_distortion_lab(app, models):
     _ok(at.slider(key="lab_0_sigma").set_value(2.5).run())
     table = _frame(at, "note")
     expected = gaussian_blur(ref, 2.5)
-    assert _row(table, "metric", "LPIPS · AlexNet")["value"] == pytest.approx(_lpips(alex, ref, expected), rel=1e-5)
+    want = _lpips(alex, ref, expected)
+    assert _row(table, "metric", "LPIPS · AlexNet")["value"] == pytest.approx(want, rel=1e-5)
+    # the headline above the images: the sidebar's backbone (AlexNet by default) and the pixel metrics
+    assert [m.label for m in at.metric] == ["LPIPS · AlexNet", "MSE", "PSNR", "SSIM"]
+    assert at.metric[0].value == f"{want:.4f}"
+    assert at.metric[1].value == f"{np.mean((expected.astype(float) - ref) ** 2):.2f}"
+    assert at.metric[3].value == f"{_row(table, 'metric', 'SSIM')['value']:.4f}"
     assert _row(table, "metric", "LPIPS · VGG16")["value"] == pytest.approx(
         _lpips(models("vgg"), ref, expected), rel=1e-5)
 
@@ -100,6 +106,23 @@ def test_distortion_lab(app, models):
                                                                   rel=1e-5)
     _ok(at.radio(key="lab_map_layer").set_value("relu3").run())
     _ok(at.slider(key="lab_opacity").set_value(0.2).run())
+
+
+def test_distortion_lab_headline_follows_the_sidebar_backbone(app, models):
+    """With VGG16 in the sidebar, the lab's headline is VGG16's LPIPS (computed first), and the map
+    starts on VGG16; the table still has every backbone, in their usual order."""
+    at = app
+    at.session_state["net"] = "vgg"
+    _ok(at.run())
+    _ok(at.switch_page("app_pages/distortion_lab.py").run())
+    ref = at.session_state["ref_image"]
+    want = _lpips(models("vgg"), ref, gaussian_blur(ref, 1.0))
+    assert at.metric[0].label == "LPIPS · VGG16"
+    assert at.metric[0].value == f"{want:.4f}"
+    table = _frame(at, "note")
+    assert list(table["metric"][3:5]) == ["LPIPS · AlexNet", "LPIPS · VGG16"]
+    assert _row(table, "metric", "LPIPS · VGG16")["value"] == pytest.approx(want, rel=1e-5)
+    assert at.selectbox(key="lab_map_net").value == "vgg"
 
 
 # --------------------------------------------------------------------------- conventions
