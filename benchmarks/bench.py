@@ -395,7 +395,7 @@ def main(argv=None) -> int:
             with tempfile.TemporaryDirectory() as tmp:  # VGG16: about a minute per run on 2 CPU cores
                 r = max(1, repeat // 3) if net == "vgg" else repeat
                 cases.append(dataset_case(net, ours, ref, device, r, Path(tmp)))
-            _progress(cases[-1], args.json)
+            _progress(cases[-1])
     for net in nets:
         ours = {ver: LPIPS(net, ver, True, device=device) for ver in ("0.1", "0.0")}
         refs = {(ver, lin): reference_model(net, ver, lin).to(device) for ver in ("0.1", "0.0") for lin in (True, False)}
@@ -404,14 +404,14 @@ def main(argv=None) -> int:
                 # the expensive VGG 512 px pair gets fewer repeats
                 r = max(1, repeat // 2) if (net == "vgg" and size == 512) else repeat
                 cases.append(pair_case(net, size, ours["0.1"], refs[("0.1", True)], device, r))
-                _progress(cases[-1], args.json)
+                _progress(cases[-1])
         for warm in (False, True):
             if want(f"sweep-{net}"):
                 cases.append(sweep_case(net, ours["0.1"], refs[("0.1", True)], device, repeat, warm=warm))
-                _progress(cases[-1], args.json)
+                _progress(cases[-1])
         if want(f"grid-{net}"):
             cases.append(grid_case(net, ours, refs, device, max(1, repeat // 2) if net == "vgg" else repeat))
-            _progress(cases[-1], args.json)
+            _progress(cases[-1])
 
     result = {
         "device": str(device) if device.type != "cuda" else f"cuda ({torch.cuda.get_device_name(device)})",
@@ -432,10 +432,11 @@ def main(argv=None) -> int:
     return 0
 
 
-def _progress(case: Case, quiet: bool) -> None:
-    if not quiet:
-        print(f"  {case.name}: reference {case.reference_s:.4f}s, ours {case.ours_s:.4f}s, floor {case.floor_s:.4f}s",
-              file=sys.stderr, flush=True)
+def _progress(case: Case) -> None:
+    """Each case's times on stderr as it finishes (also with ``--json``: a run cut short by a time
+    limit still leaves what it measured)."""
+    print(f"  {case.name}: reference {case.reference_s:.4f}s, ours {case.ours_s:.4f}s, floor {case.floor_s:.4f}s",
+          file=sys.stderr, flush=True)
 
 
 if __name__ == "__main__":
