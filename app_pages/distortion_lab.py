@@ -123,7 +123,7 @@ def lab_successor(pair: str, metric: str, net: str, _ref: np.ndarray, _dist: np.
     return out
 
 
-def _headline(cfg, answer: dict | None, classic: dict[str, float]) -> None:
+def _headline(cfg: ui.AppConfig, answer: dict | None, classic: dict[str, float]) -> None:
     """The step's answer at once: the sidebar backbone's LPIPS beside MSE, PSNR and SSIM, drawn
     before the images and the other backbones (which fill in below as they finish)."""
     label = ui.NET_LABELS[cfg.net]
@@ -139,7 +139,7 @@ def _headline(cfg, answer: dict | None, classic: dict[str, float]) -> None:
     c2.metric("MSE", f"{classic['MSE']:.2f}", help="Mean squared error in 0–255 pixel units.")
     c3.metric("PSNR", "∞" if math.isinf(psnr) else f"{psnr:.2f} dB")
     c4.metric("SSIM", f"{ssim:.4f}" if math.isfinite(ssim) else "—",
-              help=None if math.isfinite(ssim) else "The image is too small for SSIM's 7×7 window.")
+              help=None if math.isfinite(ssim) else "The image is too small for SSIM's window.")
 
 
 def _map_label(key: str) -> str:
