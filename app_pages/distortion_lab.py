@@ -123,11 +123,10 @@ def lab_successor(pair: str, metric: str, net: str, _ref: np.ndarray, _dist: np.
     return out
 
 
-def _headline(cfg: ui.AppConfig, answer: dict | None, classic: dict[str, float]) -> None:
-    """The step's answer at once: the sidebar backbone's LPIPS beside MSE, PSNR and SSIM, drawn
-    before the images and the other backbones (which fill in below as they finish)."""
-    label = ui.NET_LABELS[cfg.net]
-    how = f"v{cfg.version}, {'lin' if cfg.lin else 'baseline'}"
+def _headline(net: str, how: str, answer: dict | None, classic: dict[str, float]) -> None:
+    """The step's answer at once: the sidebar backbone's (``net``, computed as ``how``) LPIPS beside
+    MSE, PSNR and SSIM, drawn before the images and the other backbones (which fill in below)."""
+    label = ui.NET_LABELS[net]
     c1, c2, c3, c4 = st.columns(4)
     if answer is None:
         c1.metric(f"LPIPS · {label}", "—", help=f"{label} (the sidebar's backbone) is unavailable here; the table "
@@ -159,8 +158,8 @@ st.title("Distortion lab")
 def lab() -> None:
     ref, ref_name = ui.reference()
     cfg = ui.app_config()
-    st.caption(f"Reference: {ui.md_escape(ref_name)} · {ref.shape[0]}×{ref.shape[1]} px · "
-               f"LPIPS v{cfg.version}, {'lin' if cfg.lin else 'baseline'} (sidebar)")
+    how = f"v{cfg.version}, {'lin' if cfg.lin else 'baseline'}"  # the sidebar's LPIPS version and head
+    st.caption(f"Reference: {ui.md_escape(ref_name)} · {ref.shape[0]}×{ref.shape[1]} px · LPIPS {how} (sidebar)")
 
     st.subheader("The chain")
     steps = ss[LAB_STEPS]
@@ -199,7 +198,7 @@ def lab() -> None:
     results: dict[str, dict] = {}
     if status[cfg.net][0] and (model := ui.get_model(cfg.net, quiet=True)) is not None:
         results[cfg.net] = lab_lpips(pair, cfg.net, cfg.version, cfg.lin, ref, dist, model)
-    _headline(cfg, results.get(cfg.net), classic)
+    _headline(cfg.net, how, results.get(cfg.net), classic)
 
     diff, gain = abs_difference(ref, dist)
     i1, i2, i3 = st.columns(3)
@@ -222,8 +221,7 @@ def lab() -> None:
                                  "note": "unavailable (no weights)"})
                     continue
                 results[net] = lab_lpips(pair, net, cfg.version, cfg.lin, ref, dist, model)
-            rows.append({"metric": f"LPIPS · {label}", "value": results[net]["total"],
-                         "note": f"v{cfg.version}, {'lin' if cfg.lin else 'baseline'}"})
+            rows.append({"metric": f"LPIPS · {label}", "value": results[net]["total"], "note": how})
     succ_results: dict[str, dict] = {}  # successor id → lab_successor's dict
     if chosen:
         with st.spinner("The successor metrics…"):
@@ -276,7 +274,7 @@ def lab() -> None:
     if not results and not layered:
         st.stop()
 
-    map_sources = {**results, **layered}  # the sidebar's backbone first (the default), then the others and ST-LPIPS
+    map_sources = {**results, **layered}  # the sidebar's backbone first (the default), the others, ST-LPIPS
 
     m1, m2, m3 = st.columns([1, 2, 1])
     map_net = m1.selectbox("Backbone", list(map_sources), format_func=_map_label, key="lab_map_net")

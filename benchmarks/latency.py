@@ -13,9 +13,10 @@ through Playwright. Measured, each the median of ``--repeat`` runs (default 3):
 - ``slider_lab``: one step (→) of the Distortion lab's blur sigma, until the step's answer is
   shown (the headline above the images: the sidebar backbone's LPIPS, with MSE, PSNR and SSIM);
   ``slider_lab_all``: the same step until the rerun has finished (every backbone in the table,
-  the bars and the map; no target). Beside each step, the CPU-seconds it cost (``cpu_s_per_step``: the server's process and Chromium's
-  processes, from the key press until the page has been quiet for 0.8 s): on two cores a step of
-  0.8 s has at most 1.6 CPU-seconds, which the server and the browser drawing the page share.
+  the bars and the map; no target). Beside each step, the CPU-seconds it cost
+  (``cpu_s_per_step``: the server's process and Chromium's processes, from the key press until
+  the page has been quiet for 0.8 s): on two cores a step of 0.8 s has at most 1.6 CPU-seconds,
+  which the server and the browser drawing the page share.
 - ``debug_vgg16``: Debug a score with VGG16 (opened by a link, ``?net=vgg``) on an uploaded
   512 px pair: upload of the test image → its LPIPS score shown (a new pair each repeat; the page
   shows the score, MSE/PSNR/SSIM first and fills in the ranked checks as they finish);
@@ -95,17 +96,6 @@ def timed_visit(browser, server: Server, path: str = "") -> tuple[float, AppPage
     return elapsed, ap
 
 
-def timed_rerun(ap: AppPage, action) -> float:
-    """Seconds from ``action`` (a widget change) to the end of the rerun it causes."""
-    before = ap.runs()
-    t0 = time.perf_counter()
-    action()
-    ap.page.wait_for_function("n => (window.__stRuns || 0) > n", arg=before, polling=20)
-    elapsed = time.perf_counter() - t0
-    ap.settle(quiet_ms=800)
-    return elapsed
-
-
 def browser_pids() -> list[int]:
     """Chromium's processes started by this script (through Playwright's driver)."""
     import psutil
@@ -138,17 +128,15 @@ def slider_step(ap: AppPage, label: str, cpu: list[dict] | None = None,
         has=ap.page.get_by_test_id("stWidgetLabel").get_by_text(re.compile("^" + re.escape(label)))).first
     thumb = slider.get_by_role("slider")
     thumb.focus()
-    if answer is None:
-        elapsed = timed_rerun(ap, lambda: thumb.press("ArrowRight"))  # ends with the page quiet
-    else:
-        prev, runs = ap.page.evaluate(FIRST_METRIC_JS), ap.runs()
-        t0 = time.perf_counter()
-        thumb.press("ArrowRight")
+    prev, runs = ap.page.evaluate(FIRST_METRIC_JS), ap.runs()
+    t0 = time.perf_counter()
+    thumb.press("ArrowRight")
+    if answer is not None:
         ap.page.wait_for_function(ANSWER_JS, arg=[prev, runs], polling=20)
         answer.append(time.perf_counter() - t0)
-        ap.page.wait_for_function("n => (window.__stRuns || 0) > n", arg=runs, polling=20)
-        elapsed = time.perf_counter() - t0
-        ap.settle(quiet_ms=800)
+    ap.page.wait_for_function("n => (window.__stRuns || 0) > n", arg=runs, polling=20)
+    elapsed = time.perf_counter() - t0
+    ap.settle(quiet_ms=800)
     if cpu is not None:
         cpu.append({"server": round(cpu_seconds([server_pid]) - before[0], 3),
                     "browser": round(cpu_seconds(browser_pids()) - before[1], 3)})
