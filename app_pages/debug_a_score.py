@@ -88,8 +88,10 @@ def score_row(diag: Diagnosis, net_label: str) -> None:
     m[1].metric("MSE", f"{diag.classic['mse']:.5f}")
     m[2].metric("PSNR (dB)", ui.fmt(diag.classic["psnr"], 2))
     m[3].metric("SSIM", "n/a" if not math.isfinite(diag.classic["ssim"]) else f"{diag.classic['ssim']:.4f}")
-    st.caption(f"Scored at {sh}×{sw} px (H×W); the reference file is {rh}×{rw} px, the test file {th}×{tw} px. "
-               "Offsets are in the reference file's pixels.")
+    c = diag.config  # the model that gave these numbers, which a reader of the score needs
+    st.caption(f"Scored with {ui.NET_LABELS.get(c['net'], c['net'])}, v{c['version']}, "
+               f"{'lin' if c['lin'] else 'baseline (uncalibrated)'}, at {sh}×{sw} px (H×W); the reference file is "
+               f"{rh}×{rw} px, the test file {th}×{tw} px. Offsets are in the reference file's pixels.")
 
 
 def summary_frame(diag: Diagnosis) -> pd.DataFrame:

@@ -52,7 +52,8 @@ def test_debug_scores_uploads_as_uploaded_and_ranks_alpha_first(app, alex):
     assert changes == sorted(changes, reverse=True)
     assert _row(summary, "id", "jpeg_blockiness")["status"] == "warning"
     assert _offset(_row(summary, "id", "misalignment")["finding"]) == pytest.approx((4, 6), abs=0.3)
-    assert any("the test file 126×192 px" in c.value and "Scored at 168×256" in c.value for c in at.caption)
+    assert any("the test file 126×192 px" in c.value and "Scored with AlexNet, v0.1, lin, at 168×256" in c.value
+               for c in at.caption)
 
     # the working size, only when asked for: offsets stay in the files' pixels
     _ok(at.select_slider(key="working_side").set_value(128).run())

@@ -270,6 +270,49 @@ def test_baseline_version_00_numbers(app, models):
     assert summary["d_l"].iloc[0] == pytest.approx(float(res.per_layer[0, 1]), rel=1e-5)
 
 
+def _sidebar_defaults(at) -> tuple[str, str, bool]:
+    """The defaults the sidebar's backbone, version and lin controls send to the browser."""
+    net = at.selectbox(key="net")
+    version = next(e for e in at.sidebar if getattr(e, "key", None) == "version")
+    return net.options[net.proto.default], version.options[version.proto.default[0]], at.toggle(key="lin").proto.default
+
+
+def test_sidebar_controls_default_to_the_sessions_values(app):
+    """Each sidebar control's default (what a control the browser mounts afresh shows, and sends
+    back with the next rerun) is the session's current value, not the widget's own default: a lin
+    toggle defaulting to off once switched a Debug session to the uncalibrated baseline. The
+    values themselves still follow the user's clicks."""
+    at = app
+    at.switch_page("app_pages/score_a_dataset.py")
+    _ok(at.run())
+    assert _sidebar_defaults(at) == ("AlexNet", "0.1", True)
+    _ok(at.toggle(key="lin").set_value(False).run())
+    _ok(at.selectbox(key="net").set_value("vgg").run())
+    version = next(e for e in at.sidebar if getattr(e, "key", None) == "version")
+    _ok(version.set_value("0.0").run())
+    _ok(at.run())
+    assert (at.session_state["net"], at.session_state["version"], at.session_state["lin"]) == ("vgg", "0.0", False)
+    assert _sidebar_defaults(at) == ("VGG16", "0.0", False)
+    _ok(at.toggle(key="lin").set_value(True).run())
+    assert at.session_state["lin"] is True and _sidebar_defaults(at)[2] is True
+
+    # the reference picker's controls too: a working size reset to its first option (128 px)
+    # would change every number on every page
+    assert at.select_slider(key="working_side").proto.default == [1]  # 256 px, the session's default
+    _ok(at.select_slider(key="working_side").set_value(384).run())
+    _ok(at.radio(key="ref_source").set_value("Synthetic").run())
+    _ok(at.selectbox(key="ref_synth_kind").set_value("stripes").run())
+    _ok(at.select_slider(key="ref_synth_size").set_value(96).run())
+    _ok(at.number_input(key="ref_synth_period").set_value(5).run())
+    _ok(at.run())
+    assert at.select_slider(key="working_side").proto.default == [2]
+    assert at.radio(key="ref_source").proto.default == 2
+    assert at.selectbox(key="ref_synth_kind").proto.default == 1
+    assert at.select_slider(key="ref_synth_size").proto.default == [1]
+    assert at.number_input(key="ref_synth_period").proto.default == 5
+    assert at.session_state["ref_name"] == "stripes (96 px, period 5)" and at.session_state["ref_image"].shape[:2] == (96, 96)
+
+
 # --------------------------------------------------------------------------- uploads, names, errors
 def _bmp(seed: int) -> bytes:
     """A random 96×128 image as BMP bytes: uncompressed, so every such file has the same size."""

@@ -9,33 +9,55 @@ from __future__ import annotations
 import streamlit as st
 
 from . import state
-from .choices import DEFAULT_SAMPLE, SUCCESSORS, SYNTHETIC, UPLOAD_TYPES, WORKING_SIDES, default_successors, \
-    successor_label, upload_key
+from .choices import (DEFAULT_SAMPLE, DEFAULT_WORKING_SIDE, SUCCESSORS, SYNTHETIC, UPLOAD_TYPES, WORKING_SIDES,
+                      default_successors, successor_label, upload_key)
 from .models import app_config, metric_status, weights_status
 from .pair import _sample, _synthetic, sample_names, set_reference
 from .text import NET_LABELS, device_word, md_escape
 
 
 def sidebar() -> None:
-    """The controls that persist across pages (drawn by ``app.py`` on every run)."""
+    """The controls that persist across pages (drawn by ``app.py`` on every run).
+
+    Each control's default is the session's current value (``init_state`` has set them): a
+    control the browser mounts afresh, without the value it held, then shows the session's
+    setting and never sends a default back in its place (a toggle defaulting to off would
+    silently switch a session to the uncalibrated baseline).
+    """
     status = weights_status()
+    ss = st.session_state
     sb = st.sidebar
+    nets = list(NET_LABELS)
     sb.selectbox(
-        "Backbone", list(NET_LABELS), key=state.NET,
+        "Backbone", nets, key=state.NET, index=_index(nets, state.NET),
         format_func=lambda n: NET_LABELS[n] + ("" if status[n][0] else " (unavailable)"),
         help="The network whose features LPIPS compares.",
     )
-    sb.segmented_control("Version", ["0.1", "0.0"], key=state.VERSION, help="0.0 is the first release, "
-                         "which skipped the input scaling layer; 0.1 is the default.")
-    if st.session_state.get(state.VERSION) is None:  # a segmented control can be cleared
-        st.session_state[state.VERSION] = "0.1"
-    sb.toggle("lin (learned channel weights)", key=state.LIN,
+    versions = ("0.1", "0.0")
+    sb.segmented_control("Version", versions, key=state.VERSION, default=_current(versions, state.VERSION, "0.1"),
+                         help="0.0 is the first release, which skipped the input scaling layer; 0.1 is the default.")
+    if ss.get(state.VERSION) is None:  # a segmented control can be cleared
+        ss[state.VERSION] = "0.1"
+    sb.toggle("lin (learned channel weights)", key=state.LIN, value=bool(ss.get(state.LIN, True)),
               help="Off: the uncalibrated baseline, every channel weighted 1.")
     cfg = app_config()
     ok, source = status[cfg.net]
     sb.caption(f"Device: **{md_escape(cfg.device)}** · Weights: {md_escape(source) if ok else 'unavailable'}")
     with sb.expander("Reference image", expanded=False):
         reference_picker()
+
+
+def _current(options, key: str, fallback):
+    """The session's value of ``key`` when it is one of ``options``, else ``fallback``: a persistent
+    control's default (see :func:`sidebar`)."""
+    value = st.session_state.get(key, fallback)
+    return value if value in options else fallback
+
+
+def _index(options, key: str, fallback=None) -> int:
+    """The position of the session's value of ``key`` in ``options`` (else of ``fallback``, else 0)."""
+    value = _current(options, key, fallback if fallback in options else options[0])
+    return list(options).index(value)
 
 
 def reference_picker() -> None:
@@ -48,14 +70,17 @@ def reference_picker() -> None:
     from lpips_core.images import ImageLoadError, load_image
 
     ss = st.session_state
-    source = st.radio("Source", ["Sample photo", "Upload", "Synthetic"], key=state.REF_SOURCE, horizontal=True)
+    sources = ["Sample photo", "Upload", "Synthetic"]
+    source = st.radio("Source", sources, key=state.REF_SOURCE, horizontal=True,
+                      index=_index(sources, state.REF_SOURCE))
     st.select_slider("Working size (longer side, px)", WORKING_SIDES, key=state.WORKING_SIDE,
+                     value=_current(WORKING_SIDES, state.WORKING_SIDE, DEFAULT_WORKING_SIDE),
                      help="Photos and uploads are downscaled to this size so every page stays interactive.")
     side = ss[state.WORKING_SIDE]
     if source == "Sample photo":
         names = sample_names()
         name = st.selectbox("Photo", names, key=state.REF_SAMPLE,
-                            index=names.index(DEFAULT_SAMPLE) if DEFAULT_SAMPLE in names else 0)
+                            index=_index(names, state.REF_SAMPLE, DEFAULT_SAMPLE))
         array, label = _sample(name, side)
         if ss.get(state.REF_NAME) != label or ss[state.REF_IMAGE].shape != array.shape:
             set_reference(array, label)
@@ -75,11 +100,16 @@ def reference_picker() -> None:
             if ss.get(state.REF_UPLOAD_ERROR):
                 st.error(md_escape(ss[state.REF_UPLOAD_ERROR]))
     else:
-        kind = st.selectbox("Pattern", SYNTHETIC, key=state.REF_SYNTH_KIND)
-        size = st.select_slider("Side (px)", [64, 96, 128, 192, 256], value=128, key=state.REF_SYNTH_SIZE)
-        seed = int(st.number_input("Seed", 0, 10_000, 0, key=state.REF_SYNTH_SEED)) if kind == "texture patch" else 0
-        period = int(st.number_input("Period (px)", 2, 64, 8, key=state.REF_SYNTH_PERIOD)) if kind in (
-            "stripes", "checkerboard", "grating") else 8
+        kind = st.selectbox("Pattern", SYNTHETIC, key=state.REF_SYNTH_KIND,
+                            index=_index(SYNTHETIC, state.REF_SYNTH_KIND))
+        sizes = (64, 96, 128, 192, 256)
+        size = st.select_slider("Side (px)", sizes, value=_current(sizes, state.REF_SYNTH_SIZE, 128),
+                                key=state.REF_SYNTH_SIZE)
+        seed = int(st.number_input("Seed", 0, 10_000, _current(range(10_001), state.REF_SYNTH_SEED, 0),
+                                   key=state.REF_SYNTH_SEED)) if kind == "texture patch" else 0
+        period = int(st.number_input("Period (px)", 2, 64, _current(range(2, 65), state.REF_SYNTH_PERIOD, 8),
+                                     key=state.REF_SYNTH_PERIOD)) if kind in ("stripes", "checkerboard",
+                                                                              "grating") else 8
         array, label = _synthetic(kind, size, seed, period)
         if ss.get(state.REF_NAME) != label:
             set_reference(array, label)

@@ -236,7 +236,10 @@ def test_replacing_the_test_file_on_debug_shows_the_new_pairs_score(app_page, se
                                                                 "buffer": data}]))
     want = expected.debug_score(ref_png, tests[-1])
     shown = ap.wait_until(lambda: (v := ap.page.evaluate(FIRST_METRIC_JS)) and v, "Debug's score")
-    assert shown == f"{want:.4f}", f"Debug shows {shown} for the replaced pair, lpips_core gives {want:.6f}"
+    how = ap.caption_with("Scored with") or "no 'Scored with' caption"
+    assert shown == f"{want:.4f}", (f"Debug shows {shown} for the replaced pair, lpips_core gives {want:.6f} "
+                                    f"(AlexNet, v0.1, lin); the page says: {how}")
+    assert "Scored with AlexNet, v0.1, lin, at 128×128 px" in how, how  # the sidebar's defaults, kept
     assert "test1.png" in ap.main_text()
     ap.assert_alive()
     server.assert_healthy()
