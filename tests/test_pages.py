@@ -281,7 +281,7 @@ def test_sidebar_controls_default_to_the_sessions_values(app):
     """Each sidebar control's default (what a control the browser mounts afresh shows, and sends
     back with the next rerun) is the session's current value, not the widget's own default: a lin
     toggle defaulting to off once switched a Debug session to the uncalibrated baseline. The
-    values themselves still follow the user's clicks."""
+    values themselves still follow the user's clicks; clearing the version keeps it."""
     at = app
     at.switch_page("app_pages/score_a_dataset.py")
     _ok(at.run())
@@ -293,6 +293,12 @@ def test_sidebar_controls_default_to_the_sessions_values(app):
     _ok(at.run())
     assert (at.session_state["net"], at.session_state["version"], at.session_state["lin"]) == ("vgg", "0.0", False)
     assert _sidebar_defaults(at) == ("VGG16", "0.0", False)
+    # clicking the chosen version clears a segmented control: the session keeps its version,
+    # with no error (setting it after the widget raised StreamlitWidgetAlreadyInstantiatedError)
+    version = next(e for e in at.sidebar if getattr(e, "key", None) == "version")
+    _ok(version.set_value(None).run())
+    assert at.session_state["version"] == "0.0" and not at.error
+    assert next(e for e in at.sidebar if getattr(e, "key", None) == "version").value == "0.0"
     _ok(at.toggle(key="lin").set_value(True).run())
     assert at.session_state["lin"] is True and _sidebar_defaults(at)[2] is True
 

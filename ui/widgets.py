@@ -34,10 +34,14 @@ def sidebar() -> None:
         help="The network whose features LPIPS compares.",
     )
     versions = ("0.1", "0.0")
-    sb.segmented_control("Version", versions, key=state.VERSION, default=_current(versions, state.VERSION, "0.1"),
+    version = _current(versions, state.VERSION, "0.1")
+
+    def _keep_version() -> None:  # clicking the chosen segment clears it: keep the version instead
+        if ss.get(state.VERSION) is None:
+            ss[state.VERSION] = version
+
+    sb.segmented_control("Version", versions, key=state.VERSION, default=version, on_change=_keep_version,
                          help="0.0 is the first release, which skipped the input scaling layer; 0.1 is the default.")
-    if ss.get(state.VERSION) is None:  # a segmented control can be cleared
-        ss[state.VERSION] = "0.1"
     sb.toggle("lin (learned channel weights)", key=state.LIN, value=bool(ss.get(state.LIN, True)),
               help="Off: the uncalibrated baseline, every channel weighted 1.")
     cfg = app_config()
