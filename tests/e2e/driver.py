@@ -375,9 +375,16 @@ class AppPage:
         thumb.focus()
         self.rerun(lambda: thumb.press(key))
 
-    def set_toggle(self, label: str, on: bool) -> None:
-        """Switch the main area's toggle whose label starts with ``label`` on or off (waits for the rerun)."""
-        box = self.page.get_by_test_id("stMain").get_by_test_id("stCheckbox").filter(has_text=label)
+    def toggle_checked(self, label: str, *, within=None) -> bool:
+        """Whether the toggle whose label starts with ``label`` is on (main area unless ``within``)."""
+        scope = within if within is not None else self.page.get_by_test_id("stMain")
+        return scope.get_by_test_id("stCheckbox").filter(has_text=label).locator("input").first.is_checked()
+
+    def set_toggle(self, label: str, on: bool, *, within=None) -> None:
+        """Switch the toggle whose label starts with ``label`` on or off (waits for the rerun); in the
+        main area unless ``within`` (e.g. :meth:`sidebar`)."""
+        scope = within if within is not None else self.page.get_by_test_id("stMain")
+        box = scope.get_by_test_id("stCheckbox").filter(has_text=label)
         if box.locator("input").first.is_checked() != on:
             self.rerun(lambda: box.locator("label").first.click())
 

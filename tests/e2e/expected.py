@@ -80,8 +80,8 @@ def lpips(ref: np.ndarray, dist: np.ndarray, net: str, *, version: str = "0.1", 
     return float(_model(net, version, lin).forward(to_input(ref), to_input(dist))[0])
 
 
-def debug_score(reference: bytes, test: bytes, net: str = "alex") -> float:
-    """Debug a score's LPIPS for two files as uploaded (native size, the app's defaults)."""
+def debug_score(reference: bytes, test: bytes, net: str = "alex", *, lin: bool = True) -> float:
+    """Debug a score's LPIPS for two files as uploaded (native size, v0.1, lin unless told)."""
     from lpips_core.diagnostics import diagnose_files
 
-    return diagnose_files(_model(net, "0.1", True), reference, test).score
+    return diagnose_files(_model(net, "0.1", lin), reference, test).score

@@ -243,3 +243,40 @@ def test_replacing_the_test_file_on_debug_shows_the_new_pairs_score(app_page, se
     assert "test1.png" in ap.main_text()
     ap.assert_alive()
     server.assert_healthy()
+
+
+def test_a_linked_baseline_and_the_sidebar_lin_toggle_reach_debugs_score(app_page, server):
+    """A link with ``lin=0`` opens Debug a score on the uncalibrated baseline: the sidebar's toggle
+    is off, and an uploaded pair's score is the library's baseline score for the files. Switching
+    the toggle on in the sidebar rescores the same files with lin, and the toggle stays on over the
+    next rerun. (That a redrawn toggle keeps the session's value is checked on the widget's
+    default in AppTest: ``test_sidebar_controls_default_to_the_sessions_values``.)"""
+    from lpips_core import synth
+    from lpips_core.distortions import gaussian_blur
+
+    ap = app_page
+    ap.open("debug_a_score?lin=0")
+    toggle = "lin (learned channel weights)"
+    assert ap.toggle_checked(toggle, within=ap.sidebar()) is False
+    ref = synth.texture_patch(5, size=96)
+    ref_png, test_png = expected.png_bytes(ref), expected.png_bytes(gaussian_blur(ref, 1.2))
+    inputs = ap.page.get_by_test_id("stMain").locator("input[type=file]")
+    inputs.first.wait_for(state="attached")
+    for i, (name, data) in enumerate((("ref.png", ref_png), ("test.png", test_png))):
+        ap.rerun(lambda: inputs.nth(i).set_input_files(files=[{"name": name, "mimeType": "image/png",
+                                                                 "buffer": data}]))
+    for lin, head in ((False, "baseline (uncalibrated)"), (True, "lin")):
+        if lin:
+            ap.set_toggle(toggle, True, within=ap.sidebar())
+        want = f"{expected.debug_score(ref_png, test_png, lin=lin):.4f}"
+        how = ap.wait_until(lambda: ap.caption_with(f"Scored with AlexNet, v0.1, {head}, at 96×96 px"),
+                            f"Debug's caption to name AlexNet, v0.1, {head}")
+        shown = ap.wait_until(lambda: (v := ap.page.evaluate(FIRST_METRIC_JS)) == want and v,
+                              f"Debug's score {want} ({head})")
+        assert shown == want, how
+    ap.rerun(lambda: ap.page.get_by_test_id("stMain").get_by_test_id("stRadio")
+             .filter(has_text="Score at").get_by_text("the working size", exact=False).click())
+    assert ap.toggle_checked(toggle, within=ap.sidebar()) is True
+    assert ap.caption_with("Scored with AlexNet, v0.1, lin,")
+    ap.assert_alive()
+    server.assert_healthy()
