@@ -375,6 +375,34 @@ class AppPage:
         thumb.focus()
         self.rerun(lambda: thumb.press(key))
 
+    def choose_radio(self, option: str, *, within=None, group: str | None = None, tries: int = 3) -> None:
+        """Click the radio option labelled ``option`` (in the main area unless ``within``; in the
+        radio group whose text holds ``group``, if given) and wait for the rerun it causes.
+
+        If no rerun finishes within 30 s and the option is still not selected, the click is taken
+        as lost and repeated (once seen in CI: a click right after a page's first run changed
+        nothing for 240 s); a click on an option already selected changes nothing."""
+        from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+        scope = within if within is not None else self.page.get_by_test_id("stMain")
+        radios = scope.get_by_test_id("stRadio")
+        if group is not None:
+            radios = radios.filter(has_text=group)
+        label = radios.get_by_text(option, exact=True)
+        selected = radios.get_by_role("radio", name=option, exact=True)
+        for attempt in range(tries):
+            before = self.runs()
+            label.click()
+            try:
+                self.page.wait_for_function("n => (window.__stRuns || 0) > n", arg=before, timeout=30_000,
+                                            polling=100)
+                break
+            except PlaywrightTimeout:
+                if selected.is_checked() or attempt + 1 == tries:
+                    break
+        self.wait_until(lambda: selected.is_checked(), f"the radio option {option!r} to be selected")
+        self.settle()
+
     def toggle_checked(self, label: str, *, within=None) -> bool:
         """Whether the toggle whose label starts with ``label`` is on (main area unless ``within``)."""
         scope = within if within is not None else self.page.get_by_test_id("stMain")
@@ -400,8 +428,7 @@ class AppPage:
     def choose_upload_source(self):
         exp = self.reference_expander()
         if not exp.locator("input[type=file]").count():
-            option = exp.get_by_test_id("stRadio").filter(has_text="Source").get_by_text("Upload", exact=True)
-            self.rerun(lambda: option.click())
+            self.choose_radio("Upload", within=exp, group="Source")
         exp.locator("input[type=file]").wait_for(state="attached")
         return exp
 

@@ -274,8 +274,7 @@ def test_a_linked_baseline_and_the_sidebar_lin_toggle_reach_debugs_score(app_pag
         shown = ap.wait_until(lambda: (v := ap.page.evaluate(FIRST_METRIC_JS)) == want and v,
                               f"Debug's score {want} ({head})")
         assert shown == want, how
-    ap.rerun(lambda: ap.page.get_by_test_id("stMain").get_by_test_id("stRadio")
-             .filter(has_text="Score at").get_by_text("the working size", exact=False).click())
+    ap.choose_radio("the working size (256 px)", group="Score at")
     assert ap.toggle_checked(toggle, within=ap.sidebar()) is True
     assert ap.caption_with("Scored with AlexNet, v0.1, lin,")
     ap.assert_alive()

@@ -40,7 +40,7 @@ def test_upload_a_zip_and_see_the_table_and_a_map(app_page, tmp_path):
     ap.open("score_a_dataset")
     ap.wait_until(lambda: ap.title() == "Score a dataset", "the dataset page")
     main = ap.page.get_by_test_id("stMain")
-    ap.rerun(lambda: main.get_by_test_id("stRadio").get_by_text("A zip of folders", exact=True).click())
+    ap.choose_radio("A zip of folders")
     uploader = main.get_by_test_id("stFileUploader").locator("input[type=file]")
     uploader.wait_for(state="attached")
     ap.rerun(lambda: uploader.set_input_files(files=[{"name": "small.zip", "mimeType": "application/zip",
