@@ -149,20 +149,24 @@ class Section:
 
 
 # --------------------------------------------------------------------------- the answer, on one screen
-st.title("Shift vs blur")
-present = st.toggle("Presentation view (the answer on one 1024×768 screen; details folded below)", value=True,
-                    key="svb_present")
-st.markdown(
-    "A one-pixel shift looks like nothing to a person; a blur is plainly visible. "
-    "Pixel metrics see it the other way round. Deep features, and so LPIPS, get much closer to what we see."
-)
+# Presentation view: what the lesson needs (the sliders, the five images, the chart and the verdict)
+# fits a 1024×768 window with the sidebar open; the settings (reference caption, successor metrics)
+# come after the answer. Measured in Chromium at 1024×768: the verdict had ended at 1,016 px.
+head, switch = st.columns([3, 2], vertical_alignment="bottom")
+head.title("Shift vs blur")
+present = switch.toggle("Presentation view", value=True, key="svb_present",
+                        help="The answer on one 1024×768 screen; the settings and details come below it.")
+st.markdown("We barely see a one-pixel shift but plainly see a blur; pixel metrics see it the other way "
+            "round, and LPIPS comes much closer to us.")
 ref, ref_name = ui.reference()
 ref_id = hashlib.blake2b(ref.tobytes(), digest_size=16).hexdigest() + f"-{ref.shape}"
 cfg = ui.app_config()
 H, W = ref.shape[:2]
-st.caption(f"Reference: {ui.md_escape(ref_name)} · {H}×{W} px · "
-           f"LPIPS: v{cfg.version}, {'lin' if cfg.lin else 'baseline'}, sidebar backbone "
-           f"{ui.NET_LABELS[cfg.net]} · shift boundary: {SHIFT_BOUNDARY}")
+ref_caption = (f"Reference: {ui.md_escape(ref_name)} · {H}×{W} px · "
+               f"LPIPS: v{cfg.version}, {'lin' if cfg.lin else 'baseline'}, sidebar backbone "
+               f"{ui.NET_LABELS[cfg.net]} · shift boundary: {SHIFT_BOUNDARY}")
+if not present:
+    st.caption(ref_caption)
 c1, c2 = st.columns(2)
 s = float(c1.slider("Shift (px, to the right)", 0, 8, int(DEFAULT_SHIFT), 1, key="svb_shift"))
 sigma = float(c2.slider("Blur σ (px)", 0.0, 3.0, DEFAULT_SIGMA, 0.25, key="svb_blur"))
@@ -178,6 +182,11 @@ nets = list(dict.fromkeys((cfg.net, *LESSON_NETS)))  # the sidebar's backbone fi
 models = {net: ui.get_model(net) for net in nets}
 models = {net: m for net, m in models.items() if m is not None}
 lpips_name = {net: f"LPIPS · {ui.NET_LABELS[net]}" for net in models}
+# where the chart and the verdict go: in the presentation view a slot above the settings, filled
+# below once every number is known; else in turn, after the successor picker
+answer = st.container() if present else st
+if present:
+    st.caption(ref_caption)
 chosen = ui.successor_picker("svb_successors")
 succ_models = {sid: m for sid, m in ui.successor_models(chosen).items() if m is not None}
 succ_name = {sid: ui.successor_label(sid) for sid in succ_models}
@@ -196,7 +205,7 @@ ratios = {"MSE": rows["MSE"][0] / rows["MSE"][1] if rows["MSE"][1] > 0 else floa
 ratios.update({name: rows[name][0] / rows[name][1] if rows[name][1] > 0 else float("nan")
                for name in (*lpips_name.values(), *succ_name.values())})
 
-left, right = st.columns([3, 2])
+left, right = answer.columns([3, 2])
 if any(np.isfinite(v) and v > 0 for v in ratios.values()):
     left.plotly_chart(shift_blur_ratios(ratios, highlight=highlight, height=70 + 24 * len(ratios)), key="svb_ratio")
 else:
@@ -210,7 +219,7 @@ right.markdown(f"**Verdict at a {s:g} px shift and σ = {sigma:g}:** " + "; ".jo
 if cfg.net not in models:
     right.caption(f"The sidebar's backbone ({ui.NET_LABELS[cfg.net]}) is unavailable here; the others are shown.")
 if not models:
-    st.info("No LPIPS backbone is available, so only the pixel metrics are shown.")
+    answer.info("No LPIPS backbone is available, so only the pixel metrics are shown.")
 
 table = pd.DataFrame({"metric": list(rows), f"shifted {s:g} px": [v[0] for v in rows.values()],
                       f"blurred σ = {sigma:g}": [v[1] for v in rows.values()]})

@@ -136,6 +136,54 @@ def test_moving_a_slider_changes_a_number(app_page, server):
     server.assert_healthy()
 
 
+#: Where each part of the Shift vs blur answer sits in the window (CSS px), and the window.
+ANSWER_BOXES_JS = """() => {
+  const box = e => { const r = e.getBoundingClientRect(); return [r.top, r.bottom, r.left, r.right]; };
+  const main = document.querySelector('[data-testid="stMain"]');
+  const sliders = [...main.querySelectorAll('[data-testid="stSlider"]')];
+  const images = [...main.querySelectorAll('[data-testid="stImage"]')];
+  const chart = main.querySelector('[data-testid="stPlotlyChart"]');
+  const verdict = [...main.querySelectorAll('[data-testid="stMarkdownContainer"]')]
+    .find(e => e.innerText.startsWith('Verdict at'));
+  const sidebar = document.querySelector('[data-testid="stSidebar"]');
+  return {window: [innerWidth, innerHeight], scrolled: (main.scrollTop || 0) + scrollY,
+          sliders: sliders.map(box), images: images.map(box), chart: chart && box(chart),
+          verdict: verdict && box(verdict), verdict_text: verdict ? verdict.innerText : null,
+          sidebar: sidebar && box(sidebar)};
+}"""
+
+
+def test_shift_vs_blur_answers_on_one_1024_by_768_window(server, browser):
+    """Shift vs blur's presentation view in a 1024 × 768 window with the sidebar open (a classroom
+    projector): without scrolling, both sliders, the five images, the ratio chart and the whole
+    verdict are inside the window (issue 14). At stop 29 the chart began at 744 px and the verdict
+    ended at 1,016."""
+    from .driver import AppPage
+
+    context = browser.new_context(viewport={"width": 1024, "height": 768})
+    try:
+        ap = AppPage(context.new_page(), server)
+        ap.open("")
+        ap.wait_until(lambda: ap.page.evaluate(ANSWER_BOXES_JS)["verdict"], "the verdict")
+        ap.page.wait_for_timeout(500)  # the chart's final size
+        got = ap.page.evaluate(ANSWER_BOXES_JS)
+        ap.screenshot("shift-vs-blur-1024x768")
+        width, height = got["window"]
+        assert (width, height) == (1024, 768) and got["scrolled"] == 0, got
+        assert got["sidebar"] and got["sidebar"][3] - got["sidebar"][2] > 200, f"the sidebar is not open: {got}"
+        assert "(the sidebar's backbone)" in got["verdict_text"], got["verdict_text"]
+        assert len(got["sliders"]) == 2 and len(got["images"]) == 5 and got["chart"], got
+        parts = {"slider": got["sliders"], "image": got["images"], "chart": [got["chart"]],
+                 "verdict": [got["verdict"]]}
+        outside = {name: [b for b in boxes if not (0 <= b[0] and b[1] <= height and 0 <= b[2] and b[3] <= width)]
+                   for name, boxes in parts.items()}
+        assert not any(outside.values()), f"parts of the answer are outside the 1024 × 768 window: {outside}"
+        ap.assert_alive()
+    finally:
+        context.close()
+    server.assert_healthy()
+
+
 def test_a_corrupt_upload_shows_its_message_and_the_page_stays_alive(app_page, server):
     """Distortion lab: upload a truncated PNG, a PDF renamed .png and a 20 000 × 20 000 PNG bomb as
     the reference. Each shows its own message (the corpus case's ``match``) in the sidebar, the
