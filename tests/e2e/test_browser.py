@@ -149,6 +149,8 @@ ANSWER_BOXES_JS = """() => {
   return {window: [innerWidth, innerHeight], scrolled: (main.scrollTop || 0) + scrollY,
           sliders: sliders.map(box), images: images.map(box), chart: chart && box(chart),
           verdict: verdict && box(verdict), verdict_text: verdict ? verdict.innerText : null,
+          images_loaded: images.length > 0 && images.every(e => { const i = e.querySelector('img');
+                                                                  return i && i.complete && i.naturalHeight > 0; }),
           sidebar: sidebar && box(sidebar)};
 }"""
 
@@ -164,7 +166,8 @@ def test_shift_vs_blur_answers_on_one_1024_by_768_window(server, browser):
     try:
         ap = AppPage(context.new_page(), server)
         ap.open("")
-        ap.wait_until(lambda: ap.page.evaluate(ANSWER_BOXES_JS)["verdict"], "the verdict")
+        ap.wait_until(lambda: (lambda g: g["verdict"] and g["images_loaded"])(ap.page.evaluate(ANSWER_BOXES_JS)),
+                      "the verdict and the five images, loaded (their height sets what follows)")
         ap.page.wait_for_timeout(500)  # the chart's final size
         got = ap.page.evaluate(ANSWER_BOXES_JS)
         ap.screenshot("shift-vs-blur-1024x768")
