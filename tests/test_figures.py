@@ -353,6 +353,10 @@ def test_shift_blur_ratios_one_log_axis_and_highlight():
     assert list(bar.y) == ["MSE", "LPIPS · AlexNet"] and list(bar.x) == [4.0, 0.25]
     assert fig.layout.xaxis.type == "log" and bar.marker.color[1] != bar.marker.color[0]
     assert fig.layout.shapes[0].x0 == 1.0  # the line where shift and blur count alike
+    # the log axis (in decades) holds both bars, the line at 1 and room for the labels after the bars
+    lo, hi = fig.layout.xaxis.range
+    assert lo < math.log10(0.25) and hi > math.log10(4.0) + 0.3 and bar.textposition == "outside"
+    assert lessons.shift_blur_ratios({"a": 0.5, "b": 0.1}).layout.xaxis.range[1] > 0  # 1 stays in view
     with pytest.raises(ValueError, match="positive finite"):
         lessons.shift_blur_ratios({"x": 0.0})
 

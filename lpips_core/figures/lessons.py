@@ -173,10 +173,14 @@ def shift_blur_ratios(
     colours = ["#d62728" if n == highlight else "#7f9fbf" for n in names]
     fig = go.Figure(go.Bar(
         x=[kept[n] for n in names], y=names, orientation="h", marker_color=colours,
-        text=[f"×{kept[n]:.2g}" for n in names], textposition="auto",
-        hovertemplate="%{y}: shift / blur = %{x:.3g}<extra></extra>",
+        text=[f"×{kept[n]:.2g}" for n in names], textposition="outside", cliponaxis=False,
+        textfont={"size": 12}, hovertemplate="%{y}: shift / blur = %{x:.3g}<extra></extra>",
     ))
     fig.add_vline(x=1.0, line_dash="dash", line_color="black")
+    # the labels sit after the bars, at a readable size (inside a short bar Plotly shrank them to a few
+    # px): the log axis spans the ratios and 1, with room on the right for the longest bar's label
+    lo, hi = min(min(kept.values()), 1.0), max(max(kept.values()), 1.0)
+    fig.update_xaxes(range=[math.log10(lo) - 0.15, math.log10(hi) + 0.45])
     # two lines: in the presentation view the chart is half the page wide and one line was cut off
     fig.update_xaxes(type="log", title_text="shifted copy's distance ÷ blurred copy's"
                                             "<br>(log scale; < 1: the shift is forgiven)")
