@@ -313,6 +313,14 @@ def write_dataset(root: Path, n: int = DATASET_PAIRS, side: int = 256) -> tuple[
     return root / "a", root / "b"
 
 
+def scaled_inputs(model: LPIPS, dir_a: Path, dir_b: Path, names, device="cpu") -> tuple[torch.Tensor, torch.Tensor]:
+    """The floor's inputs: each side's files ``names``, decoded and scaled for ``model``'s backbone,
+    ``(n, 3, H, W)`` each."""
+    decoded = [torch.cat([to_input(load_image(d / name).array, device=device) for name in names])
+               for d in (dir_a, dir_b)]
+    return tuple((t - model.shift) / model.scale for t in decoded)
+
+
 def dataset_case(net, ours, ref, device, repeat, root: Path) -> Case:
     import lpips
     from PIL import Image
@@ -336,9 +344,7 @@ def dataset_case(net, ours, ref, device, repeat, root: Path) -> Case:
         return torch.tensor([r[scorer.names[0]] for r in res.rows], dtype=torch.float64)
 
     block = default_block(device)
-    decoded = [torch.cat([to_input(load_image(d / name).array, device=device) for name in names])
-               for d in (dir_a, dir_b)]
-    x_in, y_in = ((t - ours.shift) / ours.scale for t in decoded)
+    x_in, y_in = scaled_inputs(ours, dir_a, dir_b, names, device)
     blocks = [list(range(i, min(i + block, len(names)))) for i in range(0, len(names), block)]
     lanes = default_lanes(torch.device(device), len(blocks))
 

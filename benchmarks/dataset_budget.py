@@ -38,15 +38,13 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
-from bench import floor_pairs, write_dataset  # noqa: E402
+from bench import floor_pairs, scaled_inputs, write_dataset  # noqa: E402
 from machine import machine_info  # noqa: E402
 
 from lpips_core import LPIPS  # noqa: E402
-from lpips_core.conventions import to_input  # noqa: E402
 from lpips_core.datasets import Scorer, match_folders  # noqa: E402
 from lpips_core.datasets.loader import PairDataset  # noqa: E402
 from lpips_core.datasets.score import default_block  # noqa: E402
-from lpips_core.images import load_image  # noqa: E402
 
 
 def idat(data: bytes) -> bytes:
@@ -77,8 +75,7 @@ def best(fn, repeat: int) -> float:
 def budget(net: str, repeat: int, root: Path) -> dict:
     torch.set_num_threads(1)  # as in a lane
     dir_a, dir_b = write_dataset(root)
-    discovery = match_folders(dir_a, dir_b)
-    pairs = sorted(discovery.pairs, key=lambda p: p.key)
+    pairs = match_folders(dir_a, dir_b).pairs  # sorted by key, as score_pairs sorts them
     model = LPIPS(net, "0.1", True, device="cpu")
     scorer = Scorer([f"lpips-{net}"], device="cpu", models={("lpips", net, "0.1"): model})
     dataset = PairDataset(pairs)
@@ -87,10 +84,8 @@ def budget(net: str, repeat: int, root: Path) -> dict:
     files = [[p for i in b for p in (pairs[i].a, pairs[i].b)] for b in blocks]
     streams = [[idat(Path(f).read_bytes()) for f in fs] for fs in files]
     decoded = [dataset.decode_here(b) for b in blocks]
-    scaled = []
-    for b in blocks:
-        x, y = (torch.cat([to_input(load_image(getattr(pairs[i], side)).array) for i in b]) for side in "ab")
-        scaled.append(((x - model.shift) / model.scale, (y - model.shift) / model.scale))
+    x_in, y_in = scaled_inputs(model, dir_a, dir_b, [p.a_name for p in pairs])
+    scaled = [(x_in[b[0]:b[-1] + 1], y_in[b[0]:b[-1] + 1]) for b in blocks]
 
     def floor():
         with torch.inference_mode():

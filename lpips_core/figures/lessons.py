@@ -179,11 +179,10 @@ def shift_blur_ratios(
     fig.add_vline(x=1.0, line_dash="dash", line_color="black")
     # the labels sit after the bars, at a readable size (inside a short bar Plotly shrank them to a few
     # px): the log axis spans the ratios and 1, with room on the right for the longest bar's label
+    # (the axis title on two lines: in the presentation view the chart is half the page wide)
     lo, hi = min(min(kept.values()), 1.0), max(max(kept.values()), 1.0)
-    fig.update_xaxes(range=[math.log10(lo) - 0.15, math.log10(hi) + 0.45])
-    # two lines: in the presentation view the chart is half the page wide and one line was cut off
-    fig.update_xaxes(type="log", title_text="shifted copy's distance ÷ blurred copy's"
-                                            "<br>(log scale; < 1: the shift is forgiven)")
+    fig.update_xaxes(type="log", range=[math.log10(lo) - 0.15, math.log10(hi) + 0.45],
+                     title_text="shifted copy's distance ÷ blurred copy's<br>(log scale; < 1: the shift is forgiven)")
     fig.update_yaxes(autorange="reversed")
     fig.update_layout(height=height or 76 + 26 * len(names), margin=dict(l=10, r=10, t=10, b=56), showlegend=False)
     return fig
