@@ -8,8 +8,8 @@ import pandas as pd
 import streamlit as st
 
 import ui
-from lpips_core import calibration as cal
-from lpips_core.figures import calibration as figs
+from lpips_explorer import calibration as cal
+from lpips_explorer.figures import calibration as figs
 
 # The reference example's settings are the defaults; the controls are bounded so one run stays
 # within a few minutes on a CPU.

@@ -11,7 +11,7 @@ import streamlit as st
 import ui
 from lpips_core import metric_registry
 from lpips_core.conventions import resize, to_tensor
-from lpips_core.figures.grids import conventions_heatmap, size_curves
+from lpips_explorer.figures.grids import conventions_heatmap, size_curves
 from lpips_core.images import load_image
 from lpips_core.sweeps import (VARIANT_NOTES, VARIANTS, conventions_grid, grid_rows, metric_conventions_grid,
                                metric_grid_rows)

@@ -15,7 +15,7 @@ import streamlit as st
 import ui
 from lpips_core.backbones import between_layers
 from lpips_core.conventions import RESIZE_METHODS
-from lpips_core.diagnostics import (
+from lpips_explorer.diagnostics import (
     CHECKS,
     NATIVE_MAX_SIDE,
     SIZE_POLICY,
@@ -26,7 +26,7 @@ from lpips_core.diagnostics import (
     library_versions,
     report_json,
 )
-from lpips_core.figures.maps import map_overlay, per_layer_bars
+from lpips_explorer.figures.maps import map_overlay, per_layer_bars
 from lpips_core.images import ImageLoadError, LoadedImage, image_to_png_bytes, load_image, min_side_for
 
 ICONS = {"ok": ":material/check_circle:", "warning": ":material/warning:", "info": ":material/info:"}

@@ -11,8 +11,8 @@ import streamlit as st
 
 import ui
 from lpips_core import metrics
-from lpips_core.distortions import DISTORTIONS, PARAMS
-from lpips_core.figures.maps import abs_difference, dists_stage_bars, map_overlay, map_png, per_layer_bars
+from lpips_explorer.distortions import DISTORTIONS, PARAMS
+from lpips_explorer.figures.maps import abs_difference, dists_stage_bars, map_overlay, map_png, per_layer_bars
 from lpips_core.sweeps import lpips_many, metric_many
 from ui.state import LAB_ADD_NAME, LAB_CHAIN, LAB_NEXT_ID, LAB_STEPS
 

@@ -7,8 +7,8 @@ import pandas as pd
 import streamlit as st
 
 import ui
-from lpips_core.diagnostics import layer_breakdown
-from lpips_core.figures.layers import (
+from lpips_explorer.diagnostics import layer_breakdown
+from lpips_explorer.figures.layers import (
     heatmaps_row,
     lin_weight_bars,
     top_channel_bars,
@@ -16,7 +16,7 @@ from lpips_core.figures.layers import (
     toy_terms,
     zero_share_bars,
 )
-from lpips_core.toy_layer import toy_layer
+from lpips_explorer.toy_layer import toy_layer
 
 TOP_K = 10
 

@@ -7,9 +7,9 @@ distorted copies, answered with a click or the keys 1 / 2 / 0 (Streamlit's built
 shortcuts). Answers go to a database through ``st.connection("sql")``: by default a SQLite file
 ``study.db`` in ``$LPIPS_EXPLORER_DATA`` (else ``data/`` beside ``app.py``), or any SQLAlchemy URL
 set as ``[connections.sql] url = ...`` in ``.streamlit/secrets.toml``. The results score every
-metric of the registry with BAPPS' 2AFC convention (:mod:`lpips_core.study.scoring`).
+metric of the registry with BAPPS' 2AFC convention (:mod:`lpips_explorer.study.scoring`).
 
-All computation is in :mod:`lpips_core.study`; this file reads widgets and draws results.
+All computation is in :mod:`lpips_explorer.study`; this file reads widgets and draws results.
 """
 
 from __future__ import annotations
@@ -28,9 +28,9 @@ import streamlit as st
 import ui
 from lpips_core import WeightsUnavailable, metric_registry
 from lpips_core.images import ImageLoadError, image_to_png_bytes, load_image
-from lpips_core.study import scoring
-from lpips_core.study import store as study_store
-from lpips_core.study import triplets as T
+from lpips_explorer.study import scoring
+from lpips_explorer.study import store as study_store
+from lpips_explorer.study import triplets as T
 
 log = logging.getLogger("lpips_explorer.study")
 DATA_ENV = "LPIPS_EXPLORER_DATA"

@@ -9,9 +9,9 @@ import pandas as pd
 import streamlit as st
 
 import ui
-from lpips_core import loss_lab
+from lpips_explorer import loss_lab
 from lpips_core.elpips import ELPIPS
-from lpips_core.figures.loss import fooling_curves, fooling_ratios, loss_curves, sharpness_bars
+from lpips_explorer.figures.loss import fooling_curves, fooling_ratios, loss_curves, sharpness_bars
 from lpips_core.images import load_image
 
 BLUR_KEY, FOOL_KEY = "lal_blur", "lal_fool"

@@ -1,6 +1,6 @@
 """Score a dataset: a folder of ground truth against one or two methods' outputs, many metrics at once.
 
-The data comes from the built-in demo set (:func:`lpips_core.datasets.demo.make_demo`: a blur and
+The data comes from the built-in demo set (:func:`lpips_explorer.demo_dataset.make_demo`: a blur and
 a shift plus noise, which pixel metrics and LPIPS rank in opposite orders), a zip of folders
 (unpacked by the hostile-safe :func:`lpips_core.datasets.archive.extract_zip`) or two sets of
 uploaded files. Scoring is :func:`lpips_core.datasets.score_pairs` (pairs matched by name, one
@@ -28,12 +28,12 @@ from lpips_core import WeightsUnavailable, metric_registry
 from lpips_core.conventions import resize
 from lpips_core.datasets import Scorer, match_folders, parse_spec, score_pairs
 from lpips_core.datasets.archive import ArchiveRefused, dataset_folders, extract_zip
-from lpips_core.datasets.demo import make_demo
+from lpips_explorer.demo_dataset import make_demo
 from lpips_core.datasets.explain import explain
 from lpips_core.datasets.loader import MISMATCH_POLICIES, decode_pair
 from lpips_core.datasets.methods import compare_methods, same_ranking
 from lpips_core.datasets.score import package_versions
-from lpips_core.figures.maps import map_overlay
+from lpips_explorer.figures.maps import map_overlay
 
 SOURCES = ("Built-in demo set", "A zip of folders", "Two sets of files")
 DEFAULT_METRICS = ("mse", "psnr", "ssim", "lpips-alex")

@@ -2,7 +2,7 @@
 
 The answer comes first (the current copies' numbers, one shared-axis chart of each metric's
 shift-to-blur ratio, the verdict); the sweeps behind the curves and the per-layer "why" follow,
-from :func:`lpips_core.shift_blur.sweep` (cached in memory and on disk, keyed by content).
+from :func:`lpips_explorer.shift_blur.sweep` (cached in memory and on disk, keyed by content).
 """
 
 from __future__ import annotations
@@ -15,12 +15,13 @@ import pandas as pd
 import streamlit as st
 
 import ui
-from lpips_core import metrics, synth
-from lpips_core.distortions import kernel_blur, shift
-from lpips_core.figures.lessons import (EXTRA_ROWS, METRIC_ROWS, layer_maps_by_shift, layer_ratio_curves, pixel_grid,
+from lpips_core import metrics
+from lpips_explorer import synth
+from lpips_explorer.distortions import kernel_blur, shift
+from lpips_explorer.figures.lessons import (EXTRA_ROWS, METRIC_ROWS, layer_maps_by_shift, layer_ratio_curves, pixel_grid,
                                         shift_blur_ratios, sweep_curves)
-from lpips_core.figures.maps import abs_difference
-from lpips_core.shift_blur import (DEFAULT_SHIFT, DEFAULT_SIGMA, MAP_SHIFTS, SHIFT_BOUNDARY, SHIFTS, SIGMAS, distorted,
+from lpips_explorer.figures.maps import abs_difference
+from lpips_explorer.shift_blur import (DEFAULT_SHIFT, DEFAULT_SIGMA, MAP_SHIFTS, SHIFT_BOUNDARY, SHIFTS, SIGMAS, distorted,
                                    swept_value, sweep)
 from lpips_core.sweeps import metric_many
 
@@ -97,7 +98,7 @@ def remembered(ref_id: str, metric: str, config: tuple) -> bool:
 
 def distance(ref: np.ndarray, ref_id: str, kind: str, value: float, metric: str, config: tuple, model) -> float:
     """The copy's distance: from a sweep when one has covered it (this server's, else one cached on
-    disk by :func:`lpips_core.shift_blur.sweep`, e.g. precomputed at set-up), else one pass (:func:`copy_score`)."""
+    disk by :func:`lpips_explorer.shift_blur.sweep`, e.g. precomputed at set-up), else one pass (:func:`copy_score`)."""
     key = (ref_id, kind, float(value), metric, config)
     known = swept().get(key)
     if known is None:
@@ -110,7 +111,7 @@ def distance(ref: np.ndarray, ref_id: str, kind: str, value: float, metric: str,
 @st.cache_data(show_spinner=False, max_entries=32)
 def curve(ref_id: str, _ref: np.ndarray, kind: str, values: tuple[float, ...], metric: str, config: tuple, _model,
           maps_at: tuple[float, ...] = ()) -> dict:
-    """:func:`lpips_core.shift_blur.sweep` (disk-cached), also cached in memory per session server."""
+    """:func:`lpips_explorer.shift_blur.sweep` (disk-cached), also cached in memory per session server."""
     return sweep(_model, _ref, kind, values, metric=metric, maps_at=maps_at)
 
 

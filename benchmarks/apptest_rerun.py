@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from lpips_core import metric_registry  # noqa: E402
-from lpips_core.distortions import gaussian_blur  # noqa: E402
+from lpips_explorer.distortions import gaussian_blur  # noqa: E402
 
 
 def _timed(fn) -> float:

@@ -59,7 +59,7 @@ from lpips_core import LPIPS  # noqa: E402
 from lpips_core.conventions import to_input  # noqa: E402
 from lpips_core.datasets import Scorer, match_folders, score_pairs  # noqa: E402
 from lpips_core.datasets.score import default_block, default_lanes  # noqa: E402
-from lpips_core.distortions import gaussian_blur, gaussian_noise, jpeg, shift  # noqa: E402
+from lpips_explorer.distortions import gaussian_blur, gaussian_noise, jpeg, shift  # noqa: E402
 from lpips_core.images import load_image  # noqa: E402
 from lpips_core.sweeps import _VARIANT_CONFIG, VARIANTS, conventions_grid, size_label  # noqa: E402
 from lpips_core.testing import reference_lpips as reference_model  # noqa: E402

@@ -148,8 +148,8 @@ def pair_png(seed: int, side: int = 512) -> tuple[bytes, bytes]:
     import numpy as np
     from PIL import Image
 
-    from lpips_core import synth
-    from lpips_core.distortions import gaussian_blur, shift
+    from lpips_explorer import synth
+    from lpips_explorer.distortions import gaussian_blur, shift
 
     ref = synth.texture_patch(seed, size=side)
     test = gaussian_blur(shift(ref, 2.0, 1.0), 0.8)

@@ -42,8 +42,8 @@ def mse(a: np.ndarray, b: np.ndarray) -> float:
         ValueError: a wrong shape, values outside ``[0, 1]``, or mismatched shapes.
 
     Example:
-        >>> from lpips_core.synth import stripes
-        >>> from lpips_core.distortions import shift
+        >>> from lpips_explorer.synth import stripes
+        >>> from lpips_explorer.distortions import shift
         >>> mse(stripes(), shift(stripes(), 1))
         0.5
     """

@@ -36,7 +36,7 @@ fi
 # The default page's sweeps (Shift vs blur on the default sample photo at the default working size:
 # AlexNet, VGG16 and the CPU successor), cached on disk keyed by the image, the model and the
 # library's sources, so a new server answers its first visit without running them. Seconds when
-# already cached; other photos are cached on first use (python -m lpips_core.shift_blur IMAGE...).
-.venv/bin/python -m lpips_core.shift_blur sample_images/chelsea.png >/dev/null \
+# already cached; other photos are cached on first use (python -m lpips_explorer.shift_blur IMAGE...).
+.venv/bin/python -m lpips_explorer.shift_blur sample_images/chelsea.png >/dev/null \
   || echo "setup: the Shift vs blur sweeps were not precomputed (the app computes them on first use)"
 echo "setup ($mode): ok"

@@ -2,7 +2,7 @@
 that need it (test_calibration.py: the library and the CLI; test_page_calibration.py: the page).
 
 The run (5 stand-ins, 600 + 600 triplets, 300 Adam steps) takes 40–70 s on the 2-core CI machine.
-:func:`article_2afc` computes it with :func:`lpips_core.calibration.run_2afc`'s defaults, which
+:func:`article_2afc` computes it with :func:`lpips_explorer.calibration.run_2afc`'s defaults, which
 test_calibration.py's ``test_2afc_table`` checks against the article's printed table;
 :func:`serving_article_2afc` stands in for ``run_2afc`` in the CLI and the page: it records each
 call's settings and answers a call with exactly the defaults from that one cached run (any other
@@ -16,7 +16,7 @@ import functools
 import inspect
 from typing import Any, Callable
 
-from lpips_core.calibration import TwoAFCResult, twoafc
+from lpips_explorer.calibration import TwoAFCResult, twoafc
 
 #: Arguments of ``run_2afc`` that do not change its result.
 _NOT_SETTINGS = ("progress", "threads")

@@ -96,8 +96,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
 
 
 def golden_dir() -> Path:
-    """``../shared/golden`` beside the checkout (override with ``LPIPS_GOLDEN_DIR``)."""
-    return Path(os.environ.get("LPIPS_GOLDEN_DIR", REPO.parent / "shared" / "golden"))
+    """``tests/data`` (the reference repository's example images and their licence; override with
+    ``LPIPS_GOLDEN_DIR``)."""
+    return Path(os.environ.get("LPIPS_GOLDEN_DIR", REPO / "tests" / "data"))
 
 
 @pytest.fixture(scope="session")
@@ -113,7 +114,7 @@ def golden() -> dict[str, np.ndarray]:
     for name in ("ex_ref", "ex_p0", "ex_p1"):
         path = d / f"{name}.png"
         if not path.is_file():
-            pytest.fail(f"golden image {path} is missing (set LPIPS_GOLDEN_DIR to the shared golden folder)")
+            pytest.fail(f"golden image {path} is missing (tests/data holds them in the repository; LPIPS_GOLDEN_DIR overrides)")
         out[name] = np.asarray(Image.open(path).convert("RGB"), dtype=np.float32) / 255.0
     return out
 

@@ -1,4 +1,4 @@
-"""Tests for :mod:`lpips_core.calibration` (random-feature stand-in, toy 2AFC) and its figures.
+"""Tests for :mod:`lpips_explorer.calibration` (random-feature stand-in, toy 2AFC) and its figures.
 
 Golden values: the reference article on LPIPS, ``../shared/reference/001_56b90ebc79443fd2.txt``,
 section "Example", its printed output (PyTorch 2.14.1, NumPy 2.5.4; two runs identical):
@@ -37,11 +37,11 @@ import plotly.graph_objects as go
 import pytest
 import torch
 
-from lpips_core import calibration as C
-from lpips_core.calibration import cli, real
-from lpips_core.calibration.common import _mse, _to_net
-from lpips_core.distortions import block_dct, shift
-from lpips_core.figures import calibration as FC
+from lpips_explorer import calibration as C
+from lpips_explorer.calibration import cli, real
+from lpips_explorer.calibration.common import _mse, _to_net
+from lpips_explorer.distortions import block_dct, shift
+from lpips_explorer.figures import calibration as FC
 from lpips_core.model import LPIPS
 from lpips_core.weights import WeightsUnavailable
 
@@ -360,7 +360,7 @@ def test_fitted_weights_and_loss_figures(small_2afc):
 # ------------------------------------------------------------------ CLI
 @pytest.mark.slow  # the full 2AFC, once per session: 40–70 s
 def test_cli_json_reproduces_the_module(mech, full_2afc, monkeypatch, capsys):
-    """``python -m lpips_core.calibration --json``: one JSON object, the article's settings.
+    """``python -m lpips_explorer.calibration --json``: one JSON object, the article's settings.
 
     ``main`` runs in-process; its ``run_2afc`` is served from the session's one full run only for
     exactly the article's settings (any other call would run the experiment for real), and the
@@ -396,7 +396,7 @@ def _assert_readable_table(out: str) -> None:
 @pytest.mark.slow  # a subprocess (full tier); test_cli_main_table_is_readable runs it in-process
 def test_cli_table_is_readable():
     proc = subprocess.run(
-        [sys.executable, "-m", "lpips_core.calibration", *TABLE_ARGS],
+        [sys.executable, "-m", "lpips_explorer.calibration", *TABLE_ARGS],
         cwd=REPO, capture_output=True, text=True, timeout=300, check=True,
     )
     assert proc.stderr == ""
@@ -415,7 +415,7 @@ def test_cli_main_table_is_readable(capsys):
 def test_cli_real_lpips_rows():
     """``--real`` adds the pretrained AlexNet/VGG16 scores, or the reason they are unavailable."""
     proc = subprocess.run(
-        [sys.executable, "-m", "lpips_core.calibration", "--nets", "1", "--triplets", "8", "--steps", "2",
+        [sys.executable, "-m", "lpips_explorer.calibration", "--nets", "1", "--triplets", "8", "--steps", "2",
          "--real", "--json", "--quiet"],
         cwd=REPO, capture_output=True, text=True, timeout=600, check=True,
     )
@@ -447,9 +447,9 @@ BAD_ARGS = [
 @pytest.mark.parametrize("args", [["--triplets", "0"], ["--triplets", "100000000"], ["--steps", "-1"],
                                   ["--nets", "-1"], ["--nets", "0"]], ids=" ".join)
 def test_cli_refuses_bad_arguments_in_one_line(args):
-    """``python -m lpips_core.calibration``, refused before any work: exit status 2, one stderr line
+    """``python -m lpips_explorer.calibration``, refused before any work: exit status 2, one stderr line
     ``error: …``, no traceback, within 10 s (most of it is importing torch; the full tier)."""
-    proc = subprocess.run([sys.executable, "-m", "lpips_core.calibration", *args], cwd=REPO,
+    proc = subprocess.run([sys.executable, "-m", "lpips_explorer.calibration", *args], cwd=REPO,
                           capture_output=True, text=True, timeout=10)
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.splitlines()

@@ -1,4 +1,4 @@
-"""The demo dataset (lpips_core.datasets.demo) and the two-method comparison (lpips_core.datasets.methods)."""
+"""The demo dataset (lpips_explorer.demo_dataset) and the two-method comparison (lpips_core.datasets.methods)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from lpips_core import distortions
-from lpips_core.datasets.demo import BLUR_SIGMA, make_demo
+from lpips_explorer import distortions
+from lpips_explorer.demo_dataset import BLUR_SIGMA, make_demo
 from lpips_core.datasets.methods import compare_methods, higher_is_better, same_ranking
 from lpips_core.images import load_image
 

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from lpips_core import diagnostics as dg
-from lpips_core import synth
+from lpips_explorer import diagnostics as dg
+from lpips_explorer import synth
 from lpips_core.conventions import RESIZE_METHODS, to_input
-from lpips_core.distortions import gaussian_blur, jpeg, shift
+from lpips_explorer.distortions import gaussian_blur, jpeg, shift
 from lpips_core.images import load_image
 from lpips_core.model import LPIPS
 from lpips_core.sweeps import lpips_many
@@ -289,7 +289,7 @@ def test_run_checks_runs_the_given_specs_in_order(alex, demo):
 
 def test_thresholds_are_the_named_constants(alex, demo, monkeypatch):
     """The checks read their thresholds from the module constants (no inline numbers)."""
-    from lpips_core.diagnostics import checks
+    from lpips_explorer.diagnostics import checks
 
     r, t, _ = demo
     spec = {s.id: s for s in dg.CHECKS}

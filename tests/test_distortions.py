@@ -1,4 +1,4 @@
-"""Tests for lpips_core.distortions: textbook numbers, reference-example oracles, properties
+"""Tests for lpips_explorer.distortions: textbook numbers, reference-example oracles, properties
 and one test per error path."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from scipy import ndimage
 
-from lpips_core import distortions as D
+from lpips_explorer import distortions as D
 from lpips_core.metrics import mse
-from lpips_core.synth import stripes, texture_patch
+from lpips_explorer.synth import stripes, texture_patch
 
 
 # ----------------------------------------------------------- oracles (restated definitions)
@@ -280,7 +280,7 @@ def test_rotate_keeps_constant_image():
 
 
 def test_resample_identity_and_smooth_image():
-    from lpips_core.synth import gradient
+    from lpips_explorer.synth import gradient
 
     g = gradient(size=32).astype(np.float64)
     np.testing.assert_array_equal(D.resample(g, 1), g)

@@ -18,7 +18,7 @@ from PIL import Image
 from lpips_core import LPIPS
 from lpips_core.conventions import to_input
 from lpips_core.dists import DISTS, STAGE_NAMES
-from lpips_core.distortions import gaussian_blur, gaussian_noise, shift
+from lpips_explorer.distortions import gaussian_blur, gaussian_noise, shift
 from lpips_core.testing import reference_dists
 from lpips_core.weights import WeightsUnavailable, load_backbone_weights
 

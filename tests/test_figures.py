@@ -11,12 +11,13 @@ import plotly.graph_objects as go
 import pytest
 from PIL import Image
 
-from lpips_core import metrics, synth
-from lpips_core.distortions import gaussian_blur, kernel_blur, shift
-from lpips_core.figures import grids, layers, lessons, maps
+from lpips_core import metrics
+from lpips_explorer import synth
+from lpips_explorer.distortions import gaussian_blur, kernel_blur, shift
+from lpips_explorer.figures import grids, layers, lessons, maps
 from lpips_core.model import LPIPS
 from lpips_core.sweeps import GridCell
-from lpips_core.toy_layer import toy_layer
+from lpips_explorer.toy_layer import toy_layer
 
 
 def _traces(fig: go.Figure, kind: str) -> list:

@@ -694,7 +694,7 @@ def test_literal_types_name_the_closed_choices():
 def test_one_luma_definition():
     """BT.601 luma is defined once (conventions.LUMA); the distortions use it."""
     from lpips_core import conventions as C
-    from lpips_core import distortions as D
+    from lpips_explorer import distortions as D
 
     assert C.LUMA == (0.299, 0.587, 0.114)
     img = np.random.default_rng(1).random((4, 4, 3))

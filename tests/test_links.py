@@ -108,8 +108,9 @@ LAB_LINK = {"net": "vgg", "version": "0.1", "lin": "1", "ref": "synth:texture_pa
 def test_a_link_reproduces_a_distortion_lab_state(app):
     """The lab opened with a link's query parameters shows that chain on that reference, with
     LPIPS equal to the library's, and mirrors the same state back into the URL."""
-    from lpips_core import LPIPS, synth
-    from lpips_core.distortions import chain
+    from lpips_core import LPIPS
+    from lpips_explorer import synth
+    from lpips_explorer.distortions import chain
     from lpips_core.sweeps import lpips_many
 
     at = app

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 from lpips_core import LPIPS
-from lpips_core import loss_lab as L
+from lpips_explorer import loss_lab as L
 from lpips_core.elpips import ELPIPS
-from lpips_core.figures.loss import fooling_curves, fooling_ratios, loss_curves, sharpness_bars
+from lpips_explorer.figures.loss import fooling_curves, fooling_ratios, loss_curves, sharpness_bars
 from lpips_core.images import load_image
 from conftest import REPO
 

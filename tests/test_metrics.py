@@ -7,8 +7,8 @@ import pytest
 from skimage.metrics import peak_signal_noise_ratio, structural_similarity
 
 from lpips_core import metrics as M
-from lpips_core.distortions import gaussian_blur, gaussian_noise, shift
-from lpips_core.synth import stripes, texture_patch
+from lpips_explorer.distortions import gaussian_blur, gaussian_noise, shift
+from lpips_explorer.synth import stripes, texture_patch
 
 
 @pytest.fixture(scope="module")

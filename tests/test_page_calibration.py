@@ -1,5 +1,5 @@
 """The "Calibration lab" page under AppTest: it renders, runs with small and with default settings,
-and shows the numbers of :mod:`lpips_core.calibration` (golden values: see test_calibration.py).
+and shows the numbers of :mod:`lpips_explorer.calibration` (golden values: see test_calibration.py).
 
 The default-settings test does not run the full 2AFC again: the library's ``run_2afc`` is served
 from the session's one run (:mod:`calibration_shared`) when the page asks for exactly the
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from lpips_core import calibration as C
+from lpips_explorer import calibration as C
 from lpips_core import weights
 
 from calibration_shared import serving_article_2afc

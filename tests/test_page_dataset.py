@@ -8,7 +8,7 @@ import pytest
 
 from apptest_helpers import frame, ok, row
 from lpips_core.datasets import match_folders, parse_spec, score_pairs
-from lpips_core.datasets.demo import make_demo
+from lpips_explorer.demo_dataset import make_demo
 from lpips_core.datasets.methods import compare_methods
 
 PAGE = "app_pages/score_a_dataset.py"

@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from lpips_core.diagnostics import match_size
+from lpips_explorer.diagnostics import match_size
 from lpips_core.images import load_image
 from lpips_core.model import LPIPS
 from lpips_core.sweeps import lpips_many

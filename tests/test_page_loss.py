@@ -1,7 +1,7 @@
 """AppTest for the page "LPIPS as a loss" (issue 12): both experiments with small budgets.
 
 The page's numbers are compared with the library's, run here on the same inputs (the page is a
-thin caller of :mod:`lpips_core.loss_lab`); Stop is checked to discard a run and say so.
+thin caller of :mod:`lpips_explorer.loss_lab`); Stop is checked to discard a run and say so.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from lpips_core import LPIPS
-from lpips_core import loss_lab as L
+from lpips_explorer import loss_lab as L
 from apptest_helpers import frame, ok, row
 from ui import state
 

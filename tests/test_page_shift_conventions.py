@@ -14,9 +14,9 @@ import pytest
 
 from lpips_core import LPIPS
 from lpips_core.conventions import resize, to_tensor
-from lpips_core.distortions import gaussian_blur, shift
-from lpips_core.figures.lessons import block_mean
-from lpips_core.figures.maps import abs_difference
+from lpips_explorer.distortions import gaussian_blur, shift
+from lpips_explorer.figures.lessons import block_mean
+from lpips_explorer.figures.maps import abs_difference
 from lpips_core.images import image_to_png_bytes, load_image
 from lpips_core.sweeps import conventions_grid, lpips_many
 from ui.text import md_escape

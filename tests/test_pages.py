@@ -11,8 +11,9 @@ import io
 import numpy as np
 import pytest
 
-from lpips_core import LPIPS, diagnostics, toy_layer
-from lpips_core.distortions import chain, gaussian_blur, shift
+from lpips_core import LPIPS
+from lpips_explorer import diagnostics, toy_layer
+from lpips_explorer.distortions import chain, gaussian_blur, shift
 from lpips_core.images import image_to_png_bytes, load_image, min_side_for
 from lpips_core.sweeps import conventions_grid, lpips_many
 from ui import device_name
@@ -361,7 +362,7 @@ def test_two_uploads_with_the_same_name_and_size_give_two_references(app):
 def test_a_page_error_is_a_short_message_without_traceback(app, monkeypatch, caplog):
     """An unexpected exception in a page: a short st.error with the configuration, the traceback
     only in the server's log, never a path or a traceback on the page; the sidebar stays."""
-    from lpips_core.figures import maps
+    from lpips_explorer.figures import maps
 
     def boom(*args, **kwargs):
         raise RuntimeError("boom /secret/path")

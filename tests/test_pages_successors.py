@@ -17,7 +17,7 @@ import pytest
 import streamlit
 
 from lpips_core import metric_registry
-from lpips_core.distortions import chain, gaussian_blur, shift
+from lpips_explorer.distortions import chain, gaussian_blur, shift
 from apptest_helpers import frame as _frame, ok as _ok, row as _row
 
 ALL = ["stlpips-alex", "stlpips-vgg", "dists-vgg"]

@@ -13,10 +13,25 @@ import conftest
 from conftest import FULL_TIER, REPO, _tier
 
 
-def test_library_does_not_import_streamlit():
+def test_the_engine_imports_no_app_dependency():
+    """Every module of the engine (``lpips_core``) imports without Streamlit, Plotly or SQLAlchemy: the
+    metric library can be used alone; the lessons (``lpips_explorer``) and the app sit above it."""
     code = (
         "import sys, pkgutil, importlib, lpips_core\n"
         "for m in pkgutil.walk_packages(lpips_core.__path__, 'lpips_core.'):\n"
+        "    if not m.name.endswith('__main__'): importlib.import_module(m.name)\n"
+        "print(sorted(k for k in ('streamlit', 'plotly', 'sqlalchemy', 'lpips_explorer', 'ui') if k in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
+def test_the_lessons_import_no_streamlit():
+    """``lpips_explorer`` (teaching, figures, study, diagnostics) may use Plotly and SQLAlchemy, never Streamlit."""
+    code = (
+        "import sys, pkgutil, importlib, lpips_explorer\n"
+        "for m in pkgutil.walk_packages(lpips_explorer.__path__, 'lpips_explorer.'):\n"
         "    if not m.name.endswith('__main__'): importlib.import_module(m.name)\n"
         "print('streamlit' in sys.modules)"
     )

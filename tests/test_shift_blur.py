@@ -1,13 +1,13 @@
-"""lpips_core.shift_blur: the lesson's sweeps equal the library's values, and come back from disk."""
+"""lpips_explorer.shift_blur: the lesson's sweeps equal the library's values, and come back from disk."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from lpips_core import shift_blur, synth
-from lpips_core.distortions import gaussian_blur, shift
-from lpips_core.figures.lessons import block_mean
+from lpips_explorer import shift_blur, synth
+from lpips_explorer.distortions import gaussian_blur, shift
+from lpips_explorer.figures.lessons import block_mean
 from lpips_core.model import LPIPS
 from lpips_core.sweeps import lpips_many
 

@@ -16,7 +16,7 @@ from PIL import Image
 
 from lpips_core import LPIPS
 from lpips_core.conventions import to_input
-from lpips_core.distortions import gaussian_blur, gaussian_noise, shift
+from lpips_explorer.distortions import gaussian_blur, gaussian_noise, shift
 from lpips_core.stlpips import MIN_SIDE, STLPIPS
 from lpips_core.testing import reference_stlpips
 from lpips_core.weights import WeightsUnavailable

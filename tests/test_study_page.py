@@ -8,9 +8,9 @@ import pytest
 import sqlalchemy as sa
 
 from lpips_core import metrics
-from lpips_core.study import scoring
-from lpips_core.study import store as S
-from lpips_core.study import triplets as T
+from lpips_explorer.study import scoring
+from lpips_explorer.study import store as S
+from lpips_explorer.study import triplets as T
 from apptest_helpers import frame, ok, row
 
 PAGE = "app_pages/judge_it_yourself.py"

@@ -1,4 +1,4 @@
-"""2AFC scoring (lpips_core.study.scoring) against a hand-computed example, the ceiling, the bootstrap."""
+"""2AFC scoring (lpips_explorer.study.scoring) against a hand-computed example, the ceiling, the bootstrap."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from lpips_core import metric_registry
-from lpips_core.study import scoring as S
+from lpips_explorer.study import scoring as S
 
 # Three triplets, five judges A–E. Choices: 0 = first copy closer, 1 = second, 2 = can't tell.
 #            A  B  C  D  E
@@ -92,7 +92,7 @@ def test_metric_variants_follow_the_registry():
 
 
 def test_study_distances_equal_one_at_a_time():
-    from lpips_core.study import triplets as T
+    from lpips_explorer.study import triplets as T
 
     trip = [T.render(r) for r in T.make_recipes(3, families=["shift-vs-blur"], seed=4)]
     vs = [v for v in S.metric_variants() if v.key in ("mse", "ssim", "lpips-alex")]

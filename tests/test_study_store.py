@@ -1,4 +1,4 @@
-"""The study store (lpips_core.study.store) on a real SQLite file in a temporary folder."""
+"""The study store (lpips_explorer.study.store) on a real SQLite file in a temporary folder."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import time
 import pytest
 import sqlalchemy as sa
 
-from lpips_core.study import store as S
-from lpips_core.study import triplets as T
+from lpips_explorer.study import store as S
+from lpips_explorer.study import triplets as T
 
 
 def _engine(folder):

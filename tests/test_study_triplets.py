@@ -1,4 +1,4 @@
-"""Triplet recipes (lpips_core.study.triplets): drawn deterministically, stored as JSON, regenerated bit for bit."""
+"""Triplet recipes (lpips_explorer.study.triplets): drawn deterministically, stored as JSON, regenerated bit for bit."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from lpips_core import distortions
-from lpips_core.study import triplets as T
+from lpips_explorer import distortions
+from lpips_explorer.study import triplets as T
 
 REPO = T.SAMPLES_DIR.parent
 
@@ -64,7 +64,7 @@ def test_recipe_json_round_trip_regenerates_the_same_bytes_in_a_fresh_process():
     texts = [r.to_json() for r in recipes]
     assert [T.Recipe.from_json(t) for t in texts] == recipes
     here = [T.render(t).digest() for t in texts]
-    code = ("import json, sys; from lpips_core.study import triplets as T; "
+    code = ("import json, sys; from lpips_explorer.study import triplets as T; "
             "print(json.dumps([T.render(t).digest() for t in json.load(sys.stdin)]))")
     out = subprocess.run([sys.executable, "-c", code], input=json.dumps(texts), capture_output=True, text=True,
                          cwd=REPO, check=True, timeout=300)

@@ -13,9 +13,9 @@ import torch
 
 from lpips_core import LPIPS
 from lpips_core.conventions import to_input
-from lpips_core.distortions import gaussian_blur, shift
+from lpips_explorer.distortions import gaussian_blur, shift
 from lpips_core.sweeps import VARIANTS, conventions_grid, grid_rows, lpips_many, metric_many
-from lpips_core.synth import texture_patch
+from lpips_explorer.synth import texture_patch
 
 
 @pytest.fixture(scope="module")

@@ -1,11 +1,11 @@
-"""Tests for lpips_core.synth: exact patterns and the reference example's random patch."""
+"""Tests for lpips_explorer.synth: exact patterns and the reference example's random patch."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from lpips_core import synth
+from lpips_explorer import synth
 
 
 def reference_make_patch(rng: np.random.Generator, size: int = 64) -> np.ndarray:

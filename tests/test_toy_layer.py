@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from lpips_core import model as engine
-from lpips_core.toy_layer import TOY_ANGLES, toy_layer
+from lpips_explorer.toy_layer import TOY_ANGLES, toy_layer
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +60,7 @@ def test_numbers_come_from_the_engine(toy, monkeypatch):
         seen.append(None if weights is None else [w.clone() for w in weights])
         return original(fx, fy, weights)
 
-    import lpips_core.toy_layer as tl
+    import lpips_explorer.toy_layer as tl
 
     monkeypatch.setattr(tl, "layer_term_maps", spy)
     again = tl.toy_layer()

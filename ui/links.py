@@ -95,7 +95,7 @@ def _fmt(value: Any) -> str:
 def chain_to_param(steps: Sequence[tuple[str, Mapping[str, Any]]]) -> str:
     """A chain (``[(name, params), …]``) as ``name:p=v,p=v|name2``; parameters equal to their
     default are left out; an empty chain is ``"none"``."""
-    from lpips_core.distortions import PARAMS
+    from lpips_explorer.distortions import PARAMS
 
     parts = []
     for name, params in steps:
@@ -138,7 +138,7 @@ def chain_from_param(text: str) -> list[tuple[str, dict[str, Any]]]:
     """Parse :func:`chain_to_param`'s form back into ``[(name, params), …]`` with every parameter
     (defaults filled in); ``ValueError`` naming the bad part for anything else (unknown distortion
     or parameter, a value of the wrong type or out of its range, too many steps, too long)."""
-    from lpips_core.distortions import PARAMS
+    from lpips_explorer.distortions import PARAMS
 
     if not isinstance(text, str):
         raise TypeError(f"chain must be text, got {type(text).__name__}")

@@ -13,7 +13,7 @@ from typing import Sequence
 import numpy as np
 import streamlit as st
 
-from lpips_core.distortions import chain
+from lpips_explorer.distortions import chain
 
 from . import state
 from .choices import DEFAULT_CHAIN, DEFAULT_SAMPLE, DEFAULT_WORKING_SIDE, SAMPLES_DIR
@@ -51,7 +51,7 @@ def _sample(name: str, side: int) -> tuple[np.ndarray, str]:
 
 @st.cache_data(show_spinner=False, max_entries=32)
 def _synthetic(kind: str, size: int, seed: int, period: int) -> tuple[np.ndarray, str]:
-    from lpips_core import synth
+    from lpips_explorer import synth
 
     if kind == "texture patch":
         return synth.texture_patch(seed, size=size), f"texture patch (seed {seed}, {size} px)"
@@ -79,7 +79,7 @@ def reference() -> tuple[np.ndarray, str]:
 
 @st.cache_data(show_spinner=False, max_entries=24)
 def apply_chain(image: np.ndarray, steps_json: str) -> np.ndarray:
-    """:func:`lpips_core.distortions.chain` on ``image`` (``(H, W, 3)`` in ``[0, 1]``), as float32;
+    """:func:`lpips_explorer.distortions.chain` on ``image`` (``(H, W, 3)`` in ``[0, 1]``), as float32;
     cached by content and chain (``steps_json`` from :func:`ui.text.chain_key`)."""
     steps = [(name, {k: tuple(v) if isinstance(v, list) else v for k, v in params.items()})
              for name, params in json.loads(steps_json)]

@@ -2,7 +2,7 @@
 
 The Distortion lab starts with one step, ``gaussian_blur`` at its ``ParamSpec`` defaults
 (``app_pages/distortion_lab.py``: ``_init``/``_defaults``), applied to the sidebar's reference by
-``ui.apply_chain`` (``lpips_core.distortions.chain``, then float32). The default reference is
+``ui.apply_chain`` (``lpips_explorer.distortions.chain``, then float32). The default reference is
 the sample photo ``chelsea`` loaded by ``lpips_core.images.load_image(max_side=256)``
 (``ui.init_state``/``ui.pair._sample``); uploads go through ``load_image(max_side=256, min_side=64)``
 (``ui.reference_picker``). LPIPS is the sidebar's default configuration: v0.1, lin.
@@ -26,13 +26,13 @@ LAB_DECIMALS = 5
 
 
 def lab_default_chain() -> list[tuple[str, dict]]:
-    from lpips_core.distortions import PARAMS
+    from lpips_explorer.distortions import PARAMS
 
     return [("gaussian_blur", {p: spec.default for p, spec in PARAMS["gaussian_blur"].items()})]
 
 
 def lab_distorted(ref: np.ndarray) -> np.ndarray:
-    from lpips_core.distortions import chain
+    from lpips_explorer.distortions import chain
 
     return chain(ref, lab_default_chain()).astype(np.float32)
 
@@ -82,6 +82,6 @@ def lpips(ref: np.ndarray, dist: np.ndarray, net: str, *, version: str = "0.1", 
 
 def debug_score(reference: bytes, test: bytes, net: str = "alex", *, lin: bool = True) -> float:
     """Debug a score's LPIPS for two files as uploaded (native size, v0.1, lin unless told)."""
-    from lpips_core.diagnostics import diagnose_files
+    from lpips_explorer.diagnostics import diagnose_files
 
     return diagnose_files(_model(net, "0.1", lin), reference, test).score

@@ -82,7 +82,7 @@ def test_every_page_opens_by_its_url_path_and_nothing_is_fetched_from_outside(ap
 def test_uploading_a_png_as_reference_changes_the_metrics(app_page, server):
     """Distortion lab: upload a synthetic texture as the reference; the metrics change to exactly what
     ``lpips_core`` gives for that file, and the reference carries over to Shift vs blur."""
-    from lpips_core import synth
+    from lpips_explorer import synth
 
     ap = app_page
     ap.open("distortion_lab")
@@ -270,8 +270,8 @@ def test_replacing_the_test_file_on_debug_shows_the_new_pairs_score(app_page, se
     then the new one); the first run is ended between network layers. The page settles on the new
     pair's score at the files' own size, equal to ``lpips_core``'s for the same files, with no
     exception."""
-    from lpips_core import synth
-    from lpips_core.distortions import gaussian_blur, shift
+    from lpips_explorer import synth
+    from lpips_explorer.distortions import gaussian_blur, shift
 
     ap = app_page
     ap.open("debug_a_score")
@@ -302,8 +302,8 @@ def test_a_linked_baseline_and_the_sidebar_lin_toggle_reach_debugs_score(app_pag
     the toggle on in the sidebar rescores the same files with lin, and the toggle stays on over the
     next rerun. (That a redrawn toggle keeps the session's value is checked on the widget's
     default in AppTest: ``test_sidebar_controls_default_to_the_sessions_values``.)"""
-    from lpips_core import synth
-    from lpips_core.distortions import gaussian_blur
+    from lpips_explorer import synth
+    from lpips_explorer.distortions import gaussian_blur
 
     ap = app_page
     ap.open("debug_a_score?lin=0")

@@ -11,7 +11,7 @@ import io
 import zipfile
 
 from lpips_core.datasets import match_folders, parse_spec, score_pairs
-from lpips_core.datasets.demo import make_demo
+from lpips_explorer.demo_dataset import make_demo
 
 from .driver import OUT
 

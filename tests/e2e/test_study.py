@@ -11,8 +11,8 @@ import os
 import pytest
 import sqlalchemy as sa
 
-from lpips_core.study import store as S
-from lpips_core.study import triplets as T
+from lpips_explorer.study import store as S
+from lpips_explorer.study import triplets as T
 
 from .driver import OUT, AppPage, start_server
 

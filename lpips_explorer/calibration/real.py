@@ -1,0 +1,108 @@
+"""The toy 2AFC scored with the real, pretrained LPIPS (baseline and lin)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import torch
+
+from lpips_core.model import LPIPS
+from lpips_core.weights import WeightsUnavailable
+from lpips_explorer.calibration.common import Progress, _int, _report, _scaled, _to_net
+from lpips_explorer.calibration.triplets import Triplets
+from lpips_explorer.calibration.twoafc import Accuracy, _accuracy, score_2afc
+
+__all__ = ["REAL_NET_LABELS", "RealLPIPSResult", "real_lpips_2afc", "score_lpips_2afc"]
+
+#: Display names of the pretrained backbones.
+REAL_NET_LABELS: dict[str, str] = {"alex": "AlexNet", "vgg": "VGG16", "squeeze": "SqueezeNet 1.1"}
+
+
+@dataclass(frozen=True, eq=False)
+class RealLPIPSResult:
+    """The toy 2AFC scored with a pretrained LPIPS backbone.
+
+    Attributes:
+        net, version: the configuration.
+        baseline: accuracy with every channel weighted 1 (``lin=False``); ``None`` if unavailable.
+        lin: accuracy with the published lin weights; ``None`` if unavailable.
+        note: where the weights came from, or why they are unavailable.
+    """
+
+    net: str
+    version: str
+    baseline: Accuracy | None
+    lin: Accuracy | None
+    note: str
+
+    @property
+    def available(self) -> bool:
+        return self.baseline is not None
+
+    @property
+    def label(self) -> str:
+        return f"LPIPS {REAL_NET_LABELS.get(self.net, self.net)} v{self.version}"
+
+    def rows(self) -> dict[str, Accuracy]:
+        """``"LPIPS AlexNet v0.1, baseline"`` / ``", lin"`` → accuracy (empty when unavailable)."""
+        out = {}
+        if self.baseline is not None:
+            out[f"{self.label}, baseline"] = self.baseline
+        if self.lin is not None:
+            out[f"{self.label}, lin"] = self.lin
+        return out
+
+
+def score_lpips_2afc(model: LPIPS, test: Triplets, *, chunk: int = 50,
+                     progress: Progress | None = None) -> tuple[Accuracy, Accuracy | None]:
+    """Score the test triplets with a real LPIPS model: ``(baseline, lin)``.
+
+    One pass through the backbone gives both: the baseline sums the per-channel terms
+    (:meth:`LPIPS.channel_terms`), lin weights them with :attr:`LPIPS.channel_weights`
+    (``None`` when the model was built with ``lin=False``). Inputs are the triplets in
+    ``[-1, 1]`` at their native size. ``chunk`` triplets go through the network at a time.
+    """
+    chunk = _int(chunk, "chunk", lo=1)
+    weights = model.channel_weights
+    v = None if weights is None else torch.cat([w.detach().float().cpu() for w in weights])
+    d = {"base": ([], []), "lin": ([], [])}
+    n = len(test)
+    for start in range(0, n, chunk):
+        sl = slice(start, min(n, start + chunk))
+        r, a, b = (_to_net(arr[sl]) for arr in (test.ref, test.x0, test.x1))
+        fr = model.features(r)
+        for j, other in enumerate((a, b)):
+            terms = torch.cat(model.channel_terms(fr, model.features(other)), 1)
+            d["base"][j].append(terms.sum(1))
+            if v is not None:
+                d["lin"][j].append(terms @ v)
+        _report(progress, sl.stop / n, f"{model.net}: {sl.stop}/{n} test triplets")
+    base = _accuracy(score_2afc(torch.cat(d["base"][0]), torch.cat(d["base"][1]), test.h), test.kind)
+    lin = None
+    if v is not None:
+        lin = _accuracy(score_2afc(torch.cat(d["lin"][0]), torch.cat(d["lin"][1]), test.h), test.kind)
+    return base, lin
+
+
+def real_lpips_2afc(test: Triplets, *, nets: Sequence[str] = ("alex", "vgg"), version: str = "0.1",
+                    device: torch.device | str | None = None,
+                    progress: Progress | None = None) -> dict[str, RealLPIPSResult]:
+    """:func:`score_lpips_2afc` for each backbone in ``nets``, building the models here.
+
+    A backbone whose weights are unavailable (:class:`lpips_core.WeightsUnavailable`) gives a
+    result with ``baseline = lin = None`` and the reason in ``note``; nothing is downloaded
+    unless :mod:`lpips_core.weights` allows it.
+    """
+    out = {}
+    for k, net in enumerate(nets):
+        part = _scaled(progress, k / len(nets), (k + 1) / len(nets))
+        try:
+            model = LPIPS(net, version, lin=True, device=device)
+        except WeightsUnavailable as exc:
+            out[net] = RealLPIPSResult(net, version, None, None, str(exc))
+            _report(part, 1.0, f"{net}: unavailable")
+            continue
+        base, lin = score_lpips_2afc(model, test, progress=part)
+        out[net] = RealLPIPSResult(net, version, base, lin, f"weights: {model.weights}")
+    return out

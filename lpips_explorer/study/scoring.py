@@ -1,0 +1,376 @@
+"""Scoring a 2AFC study: each metric's agreement with the judges, the human ceiling, bootstrap intervals.
+
+The convention is BAPPS' (Zhang et al., CVPR 2018, the reference package's 2AFC score):
+
+- per triplet, ``h`` = the fraction of the judges who called the **second** copy (``p1``) closer
+  to the reference. A "can't tell" answer counts as half a vote for each side (our choice, the
+  natural reading of "no preference"; BAPPS itself had no such option);
+- a metric prefers the copy it puts closer (a smaller distance; a larger PSNR or SSIM). It scores
+  ``h`` for the triplet when it prefers ``p1``, ``1 − h`` when it prefers ``p0`` and ``0.5`` on an
+  exact tie;
+- its 2AFC score is the mean over the triplets that have at least one judgement.
+
+The human ceiling is the mean over triplets of ``p² + (1 − p)²`` (``p = h``): the expected
+agreement of a judge drawn from the class with the class's own vote fractions. With a single
+judge every triplet scores 1, so it means something only with several judges per triplet.
+
+Intervals are percentile bootstraps over triplets (resampled with replacement, a seeded
+``numpy.random.default_rng``): the same scores and seed always give the same interval.
+
+Metrics. :func:`metric_variants` lists what is scored: MSE, PSNR and SSIM, then every
+network of every metric of :data:`lpips_core.metric_registry.METRICS` (calibrated, and the
+uncalibrated baseline where the metric has one), so a metric added to the registry is scored
+without a change here. :func:`triplet_distances` computes them for one triplet.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+import numpy as np
+import torch
+
+from lpips_core import metric_registry as _registry
+from lpips_core import metrics as _classic
+from lpips_core.sweeps import metric_many
+
+__all__ = [
+    "CANT_TELL",
+    "CHOICES",
+    "MetricVariant",
+    "bootstrap_ci",
+    "human_ceiling",
+    "human_ceiling_scores",
+    "judge_fractions",
+    "metric_variants",
+    "prefers",
+    "score_metric",
+    "study_distances",
+    "summarise",
+    "triplet_distances",
+    "two_afc",
+    "two_afc_scores",
+]
+
+#: The stored choices: 0 = the first copy (key 1) is closer, 1 = the second (key 2), 2 = can't tell (key 0).
+CANT_TELL = 2
+CHOICES = (0, 1, CANT_TELL)
+_NETS = {"alex": "AlexNet", "vgg": "VGG16", "squeeze": "SqueezeNet 1.1"}
+
+
+# --------------------------------------------------------------------------- the scoring itself
+def _vector(x: Any, name: str) -> np.ndarray:
+    a = np.asarray(x, dtype=np.float64)
+    if a.ndim != 1:
+        raise ValueError(f"{name} must be one-dimensional (one value per triplet), got shape {a.shape}")
+    return a
+
+
+def judge_fractions(triplets: Iterable[int], choices: Iterable[int]) -> dict[int, tuple[float, int]]:
+    """Per triplet: ``(h, n)``, ``h`` the fraction calling the second copy closer (can't tell = ½ each side), ``n`` judges.
+
+    Args:
+        triplets: the triplet index of each judgement.
+        choices: each judgement's choice, one of :data:`CHOICES`.
+
+    Raises:
+        ValueError: a choice outside :data:`CHOICES`, or lengths that differ.
+    """
+    t, c = list(triplets), list(choices)
+    if len(t) != len(c):
+        raise ValueError(f"{len(t)} triplet indices but {len(c)} choices")
+    votes: dict[int, list[float]] = {}
+    for i, ch in zip(t, c):
+        if ch not in CHOICES:
+            raise ValueError(f"choice must be one of {CHOICES}, got {ch!r}")
+        v = votes.setdefault(int(i), [0.0, 0])
+        v[0] += {0: 0.0, 1: 1.0, CANT_TELL: 0.5}[int(ch)]
+        v[1] += 1
+    return {i: (s / n, n) for i, (s, n) in sorted(votes.items())}
+
+
+def prefers(d0: Any, d1: Any, *, higher_is_closer: bool = False) -> np.ndarray:
+    """Which copy a metric puts closer: ``0``, ``1``, or ``-1`` on an exact tie (int array, one per triplet)."""
+    a, b = _vector(d0, "d0"), _vector(d1, "d1")
+    if a.shape != b.shape:
+        raise ValueError(f"d0 and d1 must have the same length, got {a.shape} and {b.shape}")
+    if higher_is_closer:
+        a, b = -a, -b
+    return np.where(a < b, 0, np.where(b < a, 1, -1))
+
+
+def two_afc_scores(d0: Any, d1: Any, h: Any, *, higher_is_closer: bool = False) -> np.ndarray:
+    """Per-triplet 2AFC scores in ``[0, 1]``: ``h`` where the metric prefers ``p1``, ``1 − h`` for ``p0``, 0.5 on a tie.
+
+    Args:
+        d0, d1: ``(T,)`` the metric's value for each copy (a distance, or a similarity with
+            ``higher_is_closer=True``).
+        h: ``(T,)`` fraction of judges calling ``p1`` closer, in ``[0, 1]``.
+
+    Raises:
+        ValueError: lengths differ, or ``h`` outside ``[0, 1]``.
+    """
+    hh = _vector(h, "h")
+    if np.any(~np.isfinite(hh)) or np.any((hh < 0) | (hh > 1)):
+        raise ValueError(f"h must be in [0, 1], got min {np.nanmin(hh) if hh.size else None} and max "
+                         f"{np.nanmax(hh) if hh.size else None}")
+    pref = prefers(d0, d1, higher_is_closer=higher_is_closer)
+    if pref.shape != hh.shape:
+        raise ValueError(f"{pref.size} metric values but {hh.size} judge fractions")
+    return np.where(pref == 1, hh, np.where(pref == 0, 1.0 - hh, 0.5))
+
+
+def two_afc(d0: Any, d1: Any, h: Any, *, higher_is_closer: bool = False) -> float:
+    """The 2AFC score: the mean of :func:`two_afc_scores` (``nan`` for no triplets)."""
+    s = two_afc_scores(d0, d1, h, higher_is_closer=higher_is_closer)
+    return float(s.mean()) if s.size else float("nan")
+
+
+def human_ceiling_scores(h: Any) -> np.ndarray:
+    """Per triplet ``p² + (1 − p)²`` for ``p = h`` in ``[0, 1]``."""
+    p = _vector(h, "h")
+    if np.any((p < 0) | (p > 1)):
+        raise ValueError(f"h must be in [0, 1], got {p.min()}..{p.max()}")
+    return p * p + (1.0 - p) * (1.0 - p)
+
+
+def human_ceiling(h: Any) -> float:
+    """The human ceiling: the mean of ``p² + (1 − p)²`` over triplets (``nan`` for none)."""
+    s = human_ceiling_scores(h)
+    return float(s.mean()) if s.size else float("nan")
+
+
+def bootstrap_ci(scores: Any, *, n_boot: int = 2000, seed: int = 0, level: float = 0.95) -> tuple[float, float]:
+    """Percentile bootstrap interval of the mean of per-triplet ``scores`` (triplets resampled with replacement).
+
+    Seeded: the same ``scores``, ``n_boot``, ``seed`` and ``level`` always give the same interval.
+
+    Returns:
+        ``(low, high)``; ``(nan, nan)`` for no scores.
+
+    Raises:
+        ValueError: ``n_boot < 1``, ``level`` outside ``(0, 1)``.
+    """
+    s = _vector(scores, "scores")
+    if isinstance(n_boot, bool) or not isinstance(n_boot, (int, np.integer)) or n_boot < 1:
+        raise ValueError(f"n_boot must be an int >= 1, got {n_boot!r}")
+    if not 0 < level < 1:
+        raise ValueError(f"level must be in (0, 1), got {level!r}")
+    if s.size == 0:
+        return float("nan"), float("nan")
+    rng = np.random.default_rng(seed)
+    means = s[rng.integers(0, s.size, size=(int(n_boot), s.size))].mean(axis=1)
+    tail = (1.0 - level) / 2.0 * 100.0
+    lo, hi = np.percentile(means, [tail, 100.0 - tail])
+    return float(lo), float(hi)
+
+
+# --------------------------------------------------------------------------- which metrics
+@dataclasses.dataclass(frozen=True)
+class MetricVariant:
+    """One scored metric.
+
+    Attributes:
+        key: a stable column name (``"mse"``, ``"lpips-alex"``, ``"lpips-alex-baseline"``, ``"dists-vgg"``).
+        label: for people (``"LPIPS · AlexNet (baseline)"``).
+        higher_is_closer: PSNR and SSIM are similarities; the rest distances.
+        metric, net, lin: for a learned metric, what :func:`lpips_core.metric_registry.build` takes;
+            ``metric`` is ``None`` for the classic ones.
+        fn: for a classic metric, ``(a, b) → float`` on ``(H, W, 3)`` images in ``[0, 1]``.
+    """
+
+    key: str
+    label: str
+    higher_is_closer: bool = False
+    metric: str | None = None
+    net: str | None = None
+    lin: bool = True
+    fn: Callable[[np.ndarray, np.ndarray], float] | None = dataclasses.field(default=None, repr=False, compare=False)
+
+    @property
+    def learned(self) -> bool:
+        return self.metric is not None
+
+    def availability(self) -> tuple[bool, str]:
+        """``(True, source)`` for a classic metric; the registry's answer for a learned one (cheap)."""
+        if not self.learned:
+            return True, "computed"
+        return _registry.availability(self.metric, self.net)
+
+
+CLASSIC: tuple[MetricVariant, ...] = (
+    MetricVariant("mse", "MSE", False, fn=_classic.mse),
+    MetricVariant("psnr", "PSNR", True, fn=_classic.psnr),
+    MetricVariant("ssim", "SSIM", True, fn=_classic.ssim),
+)
+
+
+def metric_variants() -> list[MetricVariant]:
+    """MSE, PSNR, SSIM, then each registry metric × net (and its baseline where it has one)."""
+    out = list(CLASSIC)
+    for name, info in _registry.METRICS.items():
+        for net in info.nets:
+            label = f"{info.label} · {_NETS.get(net, net)}"
+            out.append(MetricVariant(f"{name}-{net}", label, metric=name, net=net))
+            if info.has_baseline:
+                out.append(MetricVariant(f"{name}-{net}-baseline", f"{label} (baseline)", metric=name, net=net,
+                                         lin=False))
+    return out
+
+
+def triplet_distances(ref: np.ndarray, p0: np.ndarray, p1: np.ndarray, variants: Sequence[MetricVariant],
+                      models: Mapping[str, Any]) -> dict[str, tuple[float, float]]:
+    """``key → (value for p0, value for p1)`` for each variant; a learned one needs ``models[key]``.
+
+    A learned variant whose model is missing or ``None`` is left out (unavailable weights).
+
+    Args:
+        ref, p0, p1: ``(H, W, 3)`` float images in ``[0, 1]``, the same shape (H, W ≥ 11).
+        models: ``key → model`` as :func:`lpips_core.metric_registry.build` gives it.
+    """
+    out: dict[str, tuple[float, float]] = {}
+    for v in variants:
+        if not v.learned:
+            out[v.key] = (float(v.fn(ref, p0)), float(v.fn(ref, p1)))
+            continue
+        model = models.get(v.key)
+        if model is None:
+            continue
+        total = metric_many(model, ref, [p0, p1], metric=v.metric).total
+        d = np.asarray(total.detach().cpu(), dtype=np.float64)
+        out[v.key] = (float(d[0]), float(d[1]))
+    return out
+
+
+def score_metric(d0: Any, d1: Any, h: Any, *, higher_is_closer: bool = False, n_boot: int = 2000,
+                 seed: int = 0) -> dict[str, float]:
+    """``{"score", "low", "high", "n"}``: the 2AFC score with its seeded bootstrap 95% interval over ``n`` triplets."""
+    s = two_afc_scores(d0, d1, h, higher_is_closer=higher_is_closer)
+    lo, hi = bootstrap_ci(s, n_boot=n_boot, seed=seed)
+    return {"score": float(s.mean()) if s.size else float("nan"), "low": lo, "high": hi, "n": int(s.size)}
+
+
+def study_distances(triplets: Sequence[Any], variants: Sequence[MetricVariant],
+                    models: Mapping[str, Any]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """``key → (d0, d1)``, each ``(T,)``, for many triplets at once (learned metrics in a few batches).
+
+    Args:
+        triplets: objects with ``ref``, ``p0``, ``p1`` (``(H, W, 3)`` float in ``[0, 1]``, one size),
+            e.g. :class:`~lpips_explorer.study.triplets.Triplet`.
+        models: ``key → model``; a learned variant whose model is missing or ``None`` is left out.
+
+    Equals :func:`triplet_distances` triplet by triplet (the same network on the same inputs,
+    batched; float32 batching may differ in the last bits).
+    """
+    if not triplets:
+        return {}
+    out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    for v in variants:
+        if not v.learned:
+            out[v.key] = (np.array([v.fn(t.ref, t.p0) for t in triplets], dtype=np.float64),
+                          np.array([v.fn(t.ref, t.p1) for t in triplets], dtype=np.float64))
+            continue
+        model = models.get(v.key)
+        if model is None:
+            continue
+        prep = lambda img: _registry.prepare_input(v.metric, img)  # noqa: E731
+        x = torch.cat([prep(t.ref) for t in triplets for _ in (0, 1)])
+        y = torch.cat([prep(im) for t in triplets for im in (t.p0, t.p1)])
+        step = max(1, model.images_per_batch(*x.shape[-2:]) // 2)
+        parts = [model.compare(a, b, spatial=False).total for a, b in zip(x.split(step), y.split(step))]
+        d = np.asarray(torch.cat(parts).detach().cpu(), dtype=np.float64).reshape(-1, 2)
+        out[v.key] = (d[:, 0].copy(), d[:, 1].copy())
+    return out
+
+
+def summarise(
+    distances: Mapping[str, tuple[Any, Any]],
+    families: Sequence[str],
+    judgements: Iterable[tuple[str, int, int]],
+    variants: Sequence[MetricVariant],
+    *,
+    session: str | None = None,
+    n_boot: int = 2000,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """A whole study's results, as plain JSON-able values.
+
+    Args:
+        distances: ``key → (d0, d1)``, each ``(T,)`` over the study's triplets (:func:`study_distances`).
+        families: ``(T,)`` each triplet's family.
+        judgements: ``(session, triplet index, choice)`` for every judgement.
+        variants: the metrics to score, in the order to show them; one missing from ``distances``
+            is listed under ``"unavailable"``.
+        session: also score this session alone (``"you"``).
+        n_boot, seed: the bootstrap.
+
+    Returns:
+        ``{"n_triplets", "n_judges", "n_judgements", "class", "you", "per_triplet", "unavailable", "cant_tell"}``,
+        where ``class`` (and ``you``, or ``None``) holds ``metrics`` (a list of ``{key, label, score,
+        low, high, n}``), ``ceiling`` (same keys) and ``by_family`` (``family → {key: score, …,
+        "ceiling": …, "n": …}``); ``per_triplet`` lists ``{index, family, h, n, scores: {key: score}}``
+        for each judged triplet.
+    """
+    judged = list(judgements)
+    n = len(families)
+    for key, (d0, d1) in distances.items():
+        if len(d0) != n or len(d1) != n:
+            raise ValueError(f"{key}: {len(d0)}/{len(d1)} values for {n} triplets")
+    usable = [v for v in variants if v.key in distances]
+
+    def block(rows: list[tuple[str, int, int]], *, by_family: bool) -> dict[str, Any] | None:
+        fr = judge_fractions([t for _, t, _ in rows], [c for _, _, c in rows])
+        if not fr:
+            return None
+        idx = np.array(list(fr), dtype=int)
+        if idx.min() < 0 or idx.max() >= n:
+            raise ValueError(f"a judgement names triplet {int(idx.max())}, the study has {n}")
+        h = np.array([fr[i][0] for i in idx])
+        out: dict[str, Any] = {"metrics": [], "h": h, "idx": idx}
+        for i, v in enumerate(usable):
+            d0, d1 = (np.asarray(d, dtype=np.float64)[idx] for d in distances[v.key])
+            out["metrics"].append({"key": v.key, "label": v.label,
+                                   **score_metric(d0, d1, h, higher_is_closer=v.higher_is_closer,
+                                                  n_boot=n_boot, seed=seed + i)})
+        c = human_ceiling_scores(h)
+        lo, hi = bootstrap_ci(c, n_boot=n_boot, seed=seed)
+        out["ceiling"] = {"key": "ceiling", "label": "Human ceiling", "score": float(c.mean()), "low": lo, "high": hi,
+                          "n": int(c.size)}
+        if by_family:
+            fam = np.array([families[i] for i in idx])
+            out["by_family"] = {}
+            for f in dict.fromkeys(fam):
+                m = fam == f
+                entry = {"n": int(m.sum()), "ceiling": float(c[m].mean())}
+                for v in usable:
+                    d0, d1 = (np.asarray(d, dtype=np.float64)[idx][m] for d in distances[v.key])
+                    entry[v.key] = two_afc(d0, d1, h[m], higher_is_closer=v.higher_is_closer)
+                out["by_family"][str(f)] = entry
+        return out
+
+    whole = block(judged, by_family=True)
+    you = block([j for j in judged if j[0] == session], by_family=True) if session is not None else None
+    per_triplet = []
+    if whole is not None:
+        counts = judge_fractions([t for _, t, _ in judged], [c for _, _, c in judged])
+        for k, (i, hv) in enumerate(zip(whole["idx"], whole["h"])):
+            scores = {}
+            for v in usable:
+                d0, d1 = (float(np.asarray(d, dtype=np.float64)[i]) for d in distances[v.key])
+                scores[v.key] = float(two_afc_scores([d0], [d1], [hv], higher_is_closer=v.higher_is_closer)[0])
+            per_triplet.append({"index": int(i), "family": str(families[i]), "h": float(hv),
+                                "n": counts[int(i)][1], "scores": scores})
+    for b in (whole, you):
+        if b is not None:
+            del b["h"], b["idx"]
+    return {
+        "n_triplets": n,
+        "n_judges": len({s for s, _, _ in judged}),
+        "n_judgements": len(judged),
+        "cant_tell": "counts as half a vote for each copy",
+        "class": whole,
+        "you": you,
+        "per_triplet": per_triplet,
+        "unavailable": [v.key for v in variants if v.key not in distances],
+    }
