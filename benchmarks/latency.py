@@ -23,7 +23,7 @@ through Playwright. Measured, each the median of ``--repeat`` runs (default 3):
   ``debug_vgg16_all_checks``: the same upload → every check done (the rerun's end; no target).
 
 Targets on a 2-core CPU (issue 14): cold ≤ 8 s, new session ≤ 2 s, slider ≤ 0.8 s, Debug VGG16
-≤ 5 s. Results go to ``benchmarks/results/latency.json`` (``--out``) and a table is printed.
+≤ 5 s. Results go to ``benchmarks/results/latency-<host>.json`` (:func:`machine.host_tag`) (``--out``) and a table is printed.
 
     .venv/bin/python benchmarks/latency.py [--quick] [--repeat 3] [--out PATH]
 """
@@ -46,9 +46,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
 from e2e.driver import FIRST_METRIC_JS, IDLE, AppPage, Server, _health, free_port, launch_options  # noqa: E402
-from machine import cpu_seconds, machine_info  # noqa: E402  (benchmarks/machine.py)
+from machine import cpu_seconds, host_tag, machine_info  # noqa: E402  (benchmarks/machine.py)
 
-OUT = REPO / "benchmarks" / "results" / "latency.json"
+OUT = REPO / "benchmarks" / "results" / f"latency-{host_tag()}.json"
 LOGS = REPO / "test-output" / "latency"
 TARGETS = {"cold_first_load": 8.0, "new_session": 2.0, "slider_shift_vs_blur": 0.8, "slider_lab": 0.8,
            "debug_vgg16": 5.0}

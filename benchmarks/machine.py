@@ -1,9 +1,10 @@
 """What the benchmarks record about the machine they ran on, so runs from different hosts are
 not compared as if they were one.
 
-The project's CPU host is a virtual machine whose processor has changed between stops (AVX2
-only at earlier stops; AVX-512 at stop 23), and a convolution library picks its kernels by
-instruction set: timings, and values in their last float32 bits, depend on it.
+The project's CPU host is a virtual machine whose processor is not always the same (AMD EPYC with
+AVX2 only, AMD EPYC with AVX-512, Intel Xeon with AVX-512 and AMX have all been seen), and a
+convolution library picks its kernels by instruction set: timings, and values in their last
+float32 bits, depend on it. Result files are named by what they measure and :func:`host_tag`.
 """
 
 from __future__ import annotations
@@ -43,8 +44,9 @@ def speed_probe(loops: int = 1_000_000, side: int = 1024, rounds: int = 3) -> di
     ``python_loop_s``, a ``loops``-iteration Python loop (the interpreter: page scripts, rows);
     ``matmul_gflops_1thread``, a float32 ``side``³ matrix product in torch on one thread (the
     kernels the networks run on). The same model name and flags have hidden hosts of very
-    different speed (stop 25: a Python loop and the backbones 3–4× slower than at stop 23), so
-    absolute timings from two runs compare only where these do."""
+    different speed (a Python loop and the backbones have been seen 3–4× slower on one EPYC host
+    than on another with the same name), so absolute timings from two runs compare only where
+    these do."""
     best_loop = math.inf
     for _ in range(rounds):
         t0, total = time.perf_counter(), 0
@@ -95,10 +97,23 @@ def cpu_seconds(pids) -> float:
     return total
 
 
+def host_tag(info: dict | None = None) -> str:
+    """A short name for the host, for result file names: cores, the widest vector extension and the
+    CPU family, e.g. ``"2core-avx512-epyc"``, ``"2core-avx512-amx-xeon"``, ``"2core-avx2-epyc"``."""
+    cpu = cpu_info() if info is None else info
+    flags = set(cpu.get("flags", ()))
+    isa = "avx512-amx" if "amx_tile" in flags else "avx512" if "avx512f" in flags else "avx2" if "avx2" in flags \
+        else "x86" if flags else platform.machine().lower() or "cpu"
+    model = cpu.get("model", "").lower()
+    family = next((f for f in ("epyc", "xeon", "ryzen", "core") if f in model), "")
+    return "-".join(p for p in (f"{os.cpu_count()}core", isa, family) if p)
+
+
 def machine_info(speed: bool = True) -> dict:
     """The CPU count, platform, load, :func:`cpu_info` and (``speed``) :func:`speed_probe`."""
-    info = {"cpus": os.cpu_count(), "platform": platform.platform(),
-            "load_avg_1m": os.getloadavg()[0] if hasattr(os, "getloadavg") else None, "cpu": cpu_info()}
+    cpu = cpu_info()
+    info = {"cpus": os.cpu_count(), "platform": platform.platform(), "host": host_tag(cpu),
+            "load_avg_1m": os.getloadavg()[0] if hasattr(os, "getloadavg") else None, "cpu": cpu}
     if speed:
         info["speed"] = speed_probe()
     return info

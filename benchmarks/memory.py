@@ -11,7 +11,7 @@ Every session stays open until the last one has finished (so all of them hold th
 once), then all are closed and the server idles for ``--settle`` seconds. The server's resident
 set (its process and any children, from psutil) is sampled every 0.5 s throughout: ``peak`` is
 the largest sample, ``end`` the last one after the settle, ``after_first_page`` the sample when
-the first session's first page had finished. Results go to ``benchmarks/results/memory.json``.
+the first session's first page had finished. Results go to ``benchmarks/results/memory-<host>.json`` (:func:`machine.host_tag`).
 
     .venv/bin/python benchmarks/memory.py [--sessions 10] [--settle 180] [--out PATH]
 
@@ -38,6 +38,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from tests.e2e.driver import AppPage, launch_options, start_server  # noqa: E402
+from machine import host_tag  # noqa: E402  (benchmarks/machine.py)
 
 SIDE = 512
 PAGES_VISITED = ("Shift vs blur", "Distortion lab", "Conventions")
@@ -143,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sessions", type=int, default=10, help="browser sessions (default 10)")
     ap.add_argument("--settle", type=float, default=180.0, help="seconds to idle after closing all (default 180)")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds any one page may take (default 600)")
-    ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "memory.json")
+    ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / f"memory-{host_tag()}.json")
     args = ap.parse_args(argv)
     if args.sessions < 1 or args.settle < 0:
         ap.error("--sessions must be ≥ 1 and --settle ≥ 0")

@@ -28,7 +28,16 @@ def test_cpu_info_reads_the_first_processor_and_keeps_the_kernel_deciding_flags(
 
 def test_machine_info_has_the_fields_the_results_files_use():
     info = machine.machine_info(speed=False)
-    assert {"cpus", "platform", "load_avg_1m", "cpu"} <= set(info) and info["cpus"] >= 1
+    assert {"cpus", "platform", "host", "load_avg_1m", "cpu"} <= set(info) and info["cpus"] >= 1
+    assert info["host"] == machine.host_tag(info["cpu"])
+
+
+def test_host_tag_names_cores_the_widest_vector_extension_and_the_cpu_family(monkeypatch):
+    monkeypatch.setattr(machine.os, "cpu_count", lambda: 2)
+    assert machine.host_tag(machine.cpu_info(CPUINFO)) == "2core-avx512-epyc"
+    assert machine.host_tag({"model": "Intel(R) Xeon(R) Processor", "flags": ["avx2", "avx512f", "amx_tile"]}) \
+        == "2core-avx512-amx-xeon"
+    assert machine.host_tag({"model": "AMD EPYC 7B13", "flags": ["avx2", "fma"]}) == "2core-avx2-epyc"
 
 
 def test_speed_probe_times_a_python_loop_and_a_one_thread_matmul_and_restores_the_threads():

@@ -178,6 +178,11 @@ def test_streamlit_config_hides_errors_and_watches_no_files():
     assert config["client"]["showErrorDetails"] == ShowErrorDetailsConfigOptions.NONE.value == "none"
     assert config["server"]["fileWatcherType"] == "none"
     assert config["server"]["runOnSave"] is False
+    # visitors see the viewer's toolbar: no "Deploy" button (a value Streamlit accepts)
+    from streamlit import config as st_config
+
+    assert config["client"]["toolbarMode"] == "viewer"
+    assert "viewer" in st_config._config_options_template["client.toolbarMode"].description
 
     # The favicon: a ":material/…:" icon makes the browser fetch an SVG from fonts.gstatic.com;
     # an emoji becomes an inline data: URL.

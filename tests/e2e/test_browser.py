@@ -158,8 +158,8 @@ ANSWER_BOXES_JS = """() => {
 def test_shift_vs_blur_answers_on_one_1024_by_768_window(server, browser):
     """Shift vs blur's presentation view in a 1024 × 768 window with the sidebar open (a classroom
     projector): without scrolling, both sliders, the five images, the ratio chart and the whole
-    verdict are inside the window (issue 14). At stop 29 the chart began at 744 px and the verdict
-    ended at 1,016."""
+    verdict are inside the window (issue 14). A layout that stacks the intro, the reference line and
+    the successor picker above the answer puts the chart below 740 px and fails here."""
     from .driver import AppPage
 
     context = browser.new_context(viewport={"width": 1024, "height": 768})
