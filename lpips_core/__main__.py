@@ -101,38 +101,36 @@ def _fail(message: str) -> int:
 
 
 def compare_command(args: argparse.Namespace) -> dict:
-    from . import metric_registry as registry
+    """``compare``'s result as a dict; the same computation as :func:`lpips_core.distance`."""
+    from .api import compare_images, model_for
+    from .spec import MetricSpec
 
-    info = registry.METRICS[args.metric]
-    net = args.net or info.default_net
-    if net not in info.nets:
-        raise ValueError(f"{info.label} has no {net!r} network; choose one of {', '.join(info.nets)}")
-    convention = args.convention or registry.correct_convention(args.metric)
-
+    spec = MetricSpec(args.metric, net=args.net, version=args.version, lin=not args.baseline,
+                      convention=args.convention, grayscale=args.grayscale, size=args.size)
     a, b = _read(args.a), _read(args.b)
     if args.size is None and a.shape != b.shape:
         raise ValueError(
-            f"the images differ in size ({a.shape[1]}×{a.shape[0]} and {b.shape[1]}×{b.shape[0]} px); "
+            f"the images differ in size ({a.shape[1]}×{a.shape[0]} and {b.shape[1]}×{b.shape[0]} px, width×height); "
             "pass --size N to resize both"
         )
-    model = registry.build(args.metric, net, version=args.version, lin=not args.baseline, device=args.device)
-    opts = dict(convention=convention, size=args.size, grayscale=args.grayscale, method=args.resize_method)
-    x, y = registry.prepare_input(args.metric, a, **opts), registry.prepare_input(args.metric, b, **opts)
-    res = model.compare(x, y, spatial=False)
+    model = model_for(spec, args.device)
+    res = compare_images(spec, a, b, model=model, method=args.resize_method)
+    h, w = (a.shape[0], a.shape[1]) if spec.size is None else \
+        ((spec.size, spec.size) if isinstance(spec.size, int) else spec.size)
     out: dict = {
         "metric": args.metric,
-        "distance": float(res.total[0]),
-        args.metric: float(res.total[0]),
+        "distance": float(res),
+        args.metric: float(res),
         "per_layer": [float(v) for v in res.per_layer[0]],
         "layers": list(res.layer_names),
     }
     out.update({name: [float(v) for v in part[0]] for name, part in res.components.items()})
     out.update(
-        net=net,
+        net=spec.net,
         version=model.version,
         lin=getattr(model, "lin", True),
-        convention=convention,
-        size=[int(x.shape[-2]), int(x.shape[-1])],
+        convention=spec.convention,
+        size=[int(h), int(w)],
         weights=model.weights,
         device=str(model.device),
     )

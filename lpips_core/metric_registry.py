@@ -78,6 +78,8 @@ class MetricInfo:
         versions: the weight versions it has (first = default); empty when it has one.
         has_baseline: it has an uncalibrated variant (``lin=False``).
         components: the names of the result's ``components`` (DISTS: texture, structure).
+        euclidean: the distance is a squared Euclidean distance between per-image embeddings
+            (:mod:`lpips_core.space`): LPIPS, whose lin weights are non-negative.
     """
 
     name: str
@@ -95,6 +97,7 @@ class MetricInfo:
     versions: tuple[str, ...] = ()
     has_baseline: bool = False
     components: tuple[str, ...] = ()
+    euclidean: bool = False
 
     @property
     def has_maps(self) -> bool:
@@ -124,7 +127,7 @@ METRICS: dict[str, MetricInfo] = {
         "Zhang, Isola, Efros, Shechtman and Wang, CVPR 2018",
         "ImageNet features, unit-normalised, channel weights fitted to BAPPS 2AFC judgments.",
         cls=LPIPS, factory=lambda net, version, lin, device: LPIPS(net, version or "0.1", lin, device=device),
-        available=_weights.availability, versions=_weights.VERSIONS, has_baseline=True,
+        available=_weights.availability, versions=_weights.VERSIONS, has_baseline=True, euclidean=True,
     ),
     "stlpips": MetricInfo(
         "stlpips", "ST-LPIPS", _st.ST_NETS, "alex", _st.STLPIPS.input_range, True, False,

@@ -5,9 +5,11 @@ A learned metric is a frozen ``nn.Module`` (:class:`LearnedMetric`) with:
 =====================================  ===========================================================
 call                                   what it does
 =====================================  ===========================================================
-``model(x, y)``                        ``(N,)`` distances; **differentiable** w.r.t. ``x`` and ``y``
+``model(x, y, normalize=None)``        ``(N,)`` distances; **differentiable** w.r.t. ``x`` and ``y``
                                        whenever autograd is enabled and an input requires grad
                                        (the reference packages' forward); otherwise the fast path.
+                                       Inputs in the metric's range, or in ``[0, 1]`` with
+                                       ``normalize=True``; values outside raise ``ValueError``.
 ``features(x)``                        :class:`Features`: the network's stages of a batch, once.
 ``reference_features(x)``              ``features`` through a thread-safe, byte-bounded LRU keyed
                                        by the content of ``x`` (:class:`FeatureCache`).
@@ -17,7 +19,9 @@ call                                   what it does
 =====================================  ===========================================================
 
 Everything but ``model(x, y)`` runs under :func:`torch.inference_mode`: no autograd graph is
-built, and those paths stay as fast as a bare backbone pass allows.
+built, and those paths stay as fast as a bare backbone pass allows. They take the network input
+as given, without a range check: the Conventions lesson feeds deliberately wrong ranges through
+them (``[0, 1]`` or ``[0, 255]`` where ``[-1, 1]`` is expected) to show what the mistake costs.
 
 The result type is the same for every metric: ``total`` ``(N,)``, ``per_layer`` ``(N, L)``
 (layers for LPIPS-like metrics, stages for DISTS), ``layer_maps`` ``(N, L, H, W)`` where the
@@ -29,6 +33,7 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
+import warnings
 import weakref
 from collections import OrderedDict
 from contextlib import nullcontext
@@ -163,6 +168,20 @@ class MetricResult:
     layer_maps: torch.Tensor | None
     layer_names: tuple[str, ...]
     components: Mapping[str, torch.Tensor] = field(default_factory=dict)
+
+    def __float__(self) -> float:
+        """The distance of a single pair as a Python float: ``float(model.compare(x, y))``.
+
+        Raises:
+            ValueError: the result holds more than one pair (use :meth:`tolist`).
+        """
+        if self.total.numel() != 1:
+            raise ValueError(f"float() needs a result of one pair, this one has {self.total.numel()}; use .tolist()")
+        return float(self.total.reshape(()))
+
+    def tolist(self) -> list[float]:
+        """The ``N`` distances as Python floats."""
+        return [float(v) for v in self.total.detach().cpu().reshape(-1)]
 
     @property
     def spatial_map(self) -> torch.Tensor:
@@ -410,6 +429,7 @@ class LearnedMetric(nn.Module):
         if self.device.type == "cpu" and self.channels_last_on_cpu:
             self.to(memory_format=torch.channels_last)
         self.ref_cache = FeatureCache()
+        self._warned_range = False
 
     def train(self, mode: bool = True) -> "LearnedMetric":
         return super().train(False)  # always eval: nothing here is trained
@@ -605,20 +625,70 @@ class LearnedMetric(nn.Module):
         per_layer, _, _ = self._terms(fx, fy, spatial=False, size=(0, 0))
         return per_layer.sum(1)
 
-    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        """``(N,)`` distances on the model's device (``x``, ``y``: ``(N, 3, H, W)`` in :attr:`input_range`).
+    def forward(self, x: torch.Tensor, y: torch.Tensor, normalize: bool | None = None) -> torch.Tensor:
+        """``(N,)`` distances on the model's device (``x``, ``y``: ``(N, 3, H, W)`` float).
+
+        Args:
+            x, y: images in :attr:`input_range` (``[-1, 1]`` for LPIPS and ST-LPIPS, ``[0, 1]`` for
+                DISTS), or in ``[0, 1]`` with ``normalize=True``. A batch of 1 broadcasts.
+            normalize: ``True``: the inputs are ``[0, 1]`` images, mapped to the metric's range here
+                (``2x − 1`` for LPIPS, as the reference's ``normalize=True``). ``False``: they are
+                in the metric's range. ``None`` (default): as ``False``, and a ``[-1, 1]`` metric
+                warns once per model when both inputs lie in ``[0, 1]`` — the forgotten
+                normalisation, which gives a wrong number without an error (the Conventions page
+                shows how wrong).
 
         Differentiable with respect to both inputs when autograd is enabled and either requires
         grad (use it as a loss); otherwise computed on the fast, graph-free path. The network's
         parameters never require grad.
+
+        Raises:
+            ValueError: a value outside the expected range (the message gives the range found and
+                the fix), a wrong shape. TypeError: not a float tensor.
         """
-        if torch.is_grad_enabled() and (
-            (isinstance(x, torch.Tensor) and x.requires_grad) or (isinstance(y, torch.Tensor) and y.requires_grad)
-        ):
+        x, y = self._in_range(x, "x", normalize), self._in_range(y, "y", normalize)
+        if normalize is None and not self._warned_range and self.input_range == "[-1,1]" and \
+                float(x.detach().amin()) >= 0 and float(y.detach().amin()) >= 0:
+            self._warned_range = True
+            warnings.warn(f"{type(self).__name__} ({self.net}): both inputs lie in [0, 1], but this metric expects [-1, 1]. If they "
+                          "are [0, 1] images, pass normalize=True (or feed 2 * x - 1); pass normalize=False "
+                          "to say they are in [-1, 1].", UserWarning, stacklevel=4)  # the caller of model(x, y)
+        if normalize and self.input_range == "[-1,1]":
+            x, y = x * 2 - 1, y * 2 - 1
+        if torch.is_grad_enabled() and (x.requires_grad or y.requires_grad):
             return self._distance_graph(x, y)
         ctx = torch.no_grad() if torch.is_grad_enabled() else nullcontext()
         with ctx:
             return self._forward_fast(x, y)
+
+    #: How far outside its range an input may stray (float rounding of a resize or a ``2x − 1``).
+    RANGE_TOLERANCE: ClassVar[float] = 1e-3
+
+    def _in_range(self, x: torch.Tensor, name: str, normalize: bool | None) -> torch.Tensor:
+        """``x`` validated (type, shape) and checked to lie in the expected range."""
+        if not isinstance(x, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor (N, 3, H, W), got {type(x).__name__}")
+        if not x.is_floating_point():
+            raise TypeError(f"{name} must be a float tensor, got dtype {x.dtype}")
+        expected = "[0,1]" if normalize else self.input_range
+        lo, hi = (0.0, 1.0) if expected == "[0,1]" else (-1.0, 1.0)
+        if x.numel() == 0:
+            return x
+        found_lo, found_hi = (float(v) for v in torch.aminmax(x.detach()))
+        tol = self.RANGE_TOLERANCE
+        if not (found_lo >= lo - tol and found_hi <= hi + tol):  # also catches NaN
+            if normalize:
+                fix = "normalize=True expects [0, 1] images" + (
+                    ": divide 8-bit values by 255" if found_hi > 1 + tol and found_lo >= -tol else "")
+            elif expected == "[-1,1]":
+                fix = ("for [0, 1] images pass normalize=True" if found_lo >= -tol and found_hi <= 1 + tol else
+                       "for 8-bit values divide by 127.5 and subtract 1 (or divide by 255 and pass normalize=True)"
+                       if found_lo >= -tol else "scale the images to [-1, 1]")
+            else:
+                fix = "divide 8-bit values by 255" if found_lo >= -tol else "map [-1, 1] images with (x + 1) / 2"
+            raise ValueError(f"{type(self).__name__} ({self.net}) expects {name} in {expected[0]}{expected[1:-1].replace(',', ', ')}"
+                             f"{expected[-1]}; found values from {found_lo:.4g} to {found_hi:.4g}: {fix}")
+        return x
 
     def _forward_fast(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         per_layer, _, _ = self._pair_result(x, y, spatial=False)

@@ -72,8 +72,12 @@ def test_parity_with_reference_package(golden, model, oracle):
             ctx = f"{h}x{w} scale={scale}"
             np.testing.assert_allclose(got.total, want, atol=1e-5, rtol=0, err_msg=ctx)
             np.testing.assert_allclose(got.components["texture"].sum(1) + got.components["structure"].sum(1), want, atol=1e-5, rtol=0, err_msg=ctx)
-            if scale != 1.0:
+            if scale != 1.0:  # model(x, y) checks the range: the mistake is refused with the fix
+                with pytest.raises(ValueError, match=r"expects x in \[0, 1\].*\(x \+ 1\) / 2"):
+                    model(x, y)
+            else:  # DISTS takes [0, 1]: normalize=True changes nothing
                 np.testing.assert_allclose(model(x, y), want, atol=1e-5, rtol=0, err_msg=ctx)
+                np.testing.assert_allclose(model(x, y, normalize=True), want, atol=1e-5, rtol=0, err_msg=ctx)
 
 
 # ----------------------------------------------------------------------------- properties

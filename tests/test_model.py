@@ -75,7 +75,15 @@ def test_parity_with_reference_package(net, backbone_sd, version, lin, size):
                 got.per_layer[0], torch.cat([t.flatten() for t in layers]), atol=1e-5, rtol=0, err_msg=ctx
             )
             np.testing.assert_allclose(got.layer_maps[0], torch.cat([m[0] for m in maps]), atol=1e-5, rtol=0, err_msg=ctx)
-            np.testing.assert_allclose(ours(x, y).cpu(), total.flatten(), atol=1e-5, rtol=0, err_msg=ctx)
+            if conv == "[-1,1]":
+                np.testing.assert_allclose(ours(x, y).cpu(), total.flatten(), atol=1e-5, rtol=0, err_msg=ctx)
+            elif conv == "[0,1]":  # the forgotten normalisation: the reference's number, and a warning
+                ours._warned_range = False
+                with pytest.warns(UserWarning, match="pass normalize=True"):
+                    np.testing.assert_allclose(ours(x, y).cpu(), total.flatten(), atol=1e-5, rtol=0, err_msg=ctx)
+            else:  # raw 8-bit values are refused with the fix
+                with pytest.raises(ValueError, match=r"found values from 0 to 2\d\d.*divide by 127.5"):
+                    ours(x, y)
 
 
 # Provenance: the reference repository's test_network.py prints "Distances: (0.722, 0.138)" for
@@ -296,3 +304,45 @@ def test_building_the_default_models_does_not_import_torchvision():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "[]"
+
+
+# ----------------------------------------------------------------------------- input range of model(x, y)
+def test_normalize_true_maps_zero_one_images_and_equals_the_minus_one_one_call():
+    """``model(x01, y01, normalize=True)`` is ``model(2 x01 − 1, 2 y01 − 1)``, value and gradient (the
+    reference package's ``normalize=True``); neither call warns."""
+    import warnings
+
+    model = LPIPS("alex", device="cpu")
+    a, b = _pair(64, 80, seed=3)
+    x01, y01 = to_input(a, convention="[0,1]"), to_input(b, convention="[0,1]")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = model(x01, y01, normalize=True)
+        want = model(2 * x01 - 1, 2 * y01 - 1)
+    assert torch.equal(got, want) and float(got) > 0.01
+    xa, xb = x01.clone().requires_grad_(), x01.clone().requires_grad_()
+    model(xa, y01, normalize=True).sum().backward()
+    model(2 * xb - 1, 2 * y01 - 1).sum().backward()
+    torch.testing.assert_close(xa.grad, xb.grad, rtol=0, atol=1e-7)
+
+
+def test_a_forgotten_normalisation_warns_once_and_eight_bit_values_are_refused_with_the_fix():
+    import warnings
+
+    model = LPIPS("alex", device="cpu")
+    a, b = _pair(64, 64, seed=4)
+    x01, y01 = to_input(a, convention="[0,1]"), to_input(b, convention="[0,1]")
+    with pytest.warns(UserWarning, match=r"both inputs lie in \[0, 1\].*normalize=True"):
+        first = model(x01, y01)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert torch.equal(model(x01, y01), first)            # once per model
+        model(x01, y01, normalize=False)                      # said explicitly: no warning
+    assert float(first) < float(model(x01, y01, normalize=True))  # the forgotten normalisation reads low
+    x255, y255 = to_input(a, convention="[0,255]"), to_input(b, convention="[0,255]")
+    with pytest.raises(ValueError, match=r"LPIPS \(alex\) expects x in \[-1, 1\]; found values from 0 to 2\d\d"):
+        model(x255, y255)
+    with pytest.raises(ValueError, match=r"normalize=True expects \[0, 1\] images: divide 8-bit values by 255"):
+        model(x255, y255, normalize=True)
+    with pytest.raises(ValueError, match=r"found values from nan"):
+        model(torch.full_like(x01, float("nan")), y01)

@@ -68,7 +68,7 @@ def test_grid_equals_separate_models(models, pair):
         size = None if c.size_label == "native" else 64
         x = to_input(ref, convention=conv, size=size, grayscale=gray)
         y = to_input(dist, convention=conv, size=size, grayscale=gray)
-        want = float(models[(v, lin)](x, y))
+        want = float(models[(v, lin)].compare(x, y))  # the unchecked path: the grid feeds wrong ranges on purpose
         assert c.value == pytest.approx(want, abs=1e-6), c
         ref_value = [d.value for d in cells if d.size_label == c.size_label and d.variant == "[-1,1]"][0]
         assert c.ratio == pytest.approx(c.value / ref_value)
@@ -113,7 +113,7 @@ def test_metric_many_equals_direct_model_calls(successors, pair, metric):
     got = metric_many(model, ref, images[:1], metric=metric, convention="[0,255]", size=64)
     x = prepare_input(metric, ref, convention="[0,255]", size=64)
     y = prepare_input(metric, images[0], convention="[0,255]", size=64)
-    assert float(got.total[0]) == pytest.approx(float(model(x, y)), rel=1e-5)
+    assert float(got.total[0]) == pytest.approx(float(model.compare(x, y)), rel=1e-5)
 
 
 def test_metric_many_stlpips_per_layer_and_maps(successors, pair):
@@ -173,7 +173,7 @@ def test_metric_conventions_grid_equals_direct_calls(successors, pair, metric):
         size = None if c.size_label == "native" else 64
         x = prepare_input(metric, ref, convention=c.variant, size=size)
         y = prepare_input(metric, dist, convention=c.variant, size=size)
-        assert c.value == pytest.approx(float(model(x, y)), rel=1e-5, abs=1e-7), c
+        assert c.value == pytest.approx(float(model.compare(x, y)), rel=1e-5, abs=1e-7), c
         base = next(d.value for d in cells if d.size_label == c.size_label and d.variant == correct)
         assert c.ratio == pytest.approx(c.value / base)
         assert c.is_reference == (c.variant == correct)

@@ -14,18 +14,15 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
+from ..spec import HIGHER_IS_BETTER, parse_spec
 from .score import mean_ci
-from .specs import parse_spec
 
 __all__ = ["HIGHER_IS_BETTER", "compare_methods", "higher_is_better", "same_ranking"]
 
-HIGHER_IS_BETTER: frozenset[str] = frozenset({"psnr", "ssim"})
-"""Metrics (``MetricSpec.metric``) that are similarities; every other one is a distance."""
-
 
 def higher_is_better(name: str) -> bool:
-    """Whether a larger value of the metric column ``name`` means a closer match."""
-    return parse_spec(name).metric in HIGHER_IS_BETTER
+    """Whether a larger value of the metric column ``name`` means a closer match (:attr:`MetricSpec.higher_is_better`)."""
+    return parse_spec(name).higher_is_better
 
 
 def _values(rows: Sequence[dict], name: str) -> dict[str, float]:
