@@ -88,7 +88,7 @@ def test_parity_with_reference_package(net, backbone_sd, version, lin, size):
 
 # Provenance: the reference repository's test_network.py prints "Distances: (0.722, 0.138)" for
 # (ex_ref, ex_p0) and (ex_ref, ex_p1) with AlexNet, v0.1, lin (its issue #120). The six-place table
-# is the reference lpips 0.1.4 package on the same files and conv weights (shared/golden/README.md).
+# is the reference lpips 0.1.4 package on the same files and conv weights (tests/data/README.md).
 GOLDEN_TABLE = {
     ("alex", "0.1", True): (0.721881, 0.137566),
     ("alex", "0.1", False): (4.826556, 2.206010),
