@@ -145,12 +145,18 @@ def add_parsers(subparsers) -> None:
     e.add_argument("a", help="folder A (references), or one reference image file")
     e.add_argument("b", help="folder B (test images)")
     e.add_argument("--reported", type=_reported, required=True, help="the reported mean, e.g. 0.109")
-    e.add_argument("--name", default=None, help='the metric as the paper wrote it, e.g. "LPIPS (VGG)"')
-    e.add_argument("--nets", default=None, help="comma-separated backbones to try (default: all available)")
+    e.add_argument("--name", default=None, help='the metric as the paper wrote it, e.g. "LPIPS (VGG)": '
+                   "the search is narrowed to what it says (backbone, version, baseline)")
+    e.add_argument("--all", action="store_true", help="search every configuration; --name only marks matches")
+    e.add_argument("--nets", default=None, help="comma-separated backbones to try (default: what --name says, "
+                   "else all available)")
     e.add_argument("--size", type=_size, default=None, help="one more size to try besides native, 64 and 256")
     e.add_argument("--sample", type=_positive, default=None, help="use a seeded random sample of K pairs")
     e.add_argument("--seed", type=int, default=0, help="the sample's seed (default 0)")
     e.add_argument("--top", type=_positive, default=10, help="how many configurations to show (default 10)")
+    e.add_argument("--lanes", type=_workers, default=None,
+                   help="on a CPU, processes that each decode and score whole blocks on one thread "
+                        "(default: one per CPU, up to 8; 0: none)")
     _common(e, metrics=False)
     m = subparsers.add_parser("merge", help="merge the tables of shards 0..n-1 into one table and summary")
     m.add_argument("out", help="the merged FILE.csv or FILE.jsonl")
@@ -249,28 +255,42 @@ def _explain(args) -> dict:
     nets = None if args.nets is None else [n.strip() for n in args.nets.split(",") if n.strip()]
     bar = _Bar("explain")
     try:
-        res = explain(disc, args.reported, name=args.name, nets=nets, extra_size=args.size, mismatch=args.mismatch,
-                      sample=args.sample, seed=args.seed, batch_size=args.batch_size, workers=args.workers,
-                      device=args.device, progress=bar)
+        res = explain(disc, args.reported, name=args.name, use_name=not args.all, nets=nets, extra_size=args.size,
+                      mismatch=args.mismatch, sample=args.sample, seed=args.seed, batch_size=args.batch_size,
+                      workers=args.workers, lanes=args.lanes, device=args.device, progress=bar)
     finally:
         bar.close()
     return res.to_json(top=args.top)
 
 
 def _print_explain(out: dict) -> None:
+    from .explain import describe_hints
+
     print(f"reported {out['reported']:g}" + (f" ({out['name']})" if out["name"] else "")
-          + f"; {out['pairs']} pairs; closest configurations first")
+          + f"; {out['pairs']} pairs")
+    if out["name"]:
+        how = "searched only that" if out["searched"].get("narrowed_by_name") else "used to mark matches (m)"
+        print(f"the name says: {describe_hints(out['hints'])}; {how} (--all searches everything)")
+    s = out["searched"]
+    print(f"searched: {', '.join(s['nets'])} x v{'/'.join(s['versions'])} x "
+          f"{'/'.join('lin' if x else 'baseline' for x in s['lin'])} x {'/'.join(s['conventions'])} x "
+          f"{'colour/gray' if len(s['grayscale']) == 2 else ('gray' if s['grayscale'][0] else 'colour')} x "
+          f"{'/'.join(s['sizes'])}; closest first")
     cands = out["candidates"]
     width = max([len("configuration")] + [len(c["config"]) for c in cands])
-    print(f"{'configuration':<{width}}  {'mean':>10}  {'std':>10}  {'95% CI':>22}  {'|Δ|':>9}  {'z':>7}")
+    print(f"  {'configuration':<{width}}  {'mean':>10}  {'std':>10}  {'95% CI':>22}  {'|Δ|':>9}  {'z':>7}")
     for c in cands:
         lo, hi = c["ci95"]
         ci = f"[{_fmt(lo)}, {_fmt(hi)}]"
         z = "—" if c["z"] is None else f"{c['z']:.2f}"
-        mark = " *" if c["holds_reported"] else ""
-        print(f"{c['config']:<{width}}  {_fmt(c['mean']):>10}  {_fmt(c['std']):>10}  {ci:>22}  "
-              f"{c['distance']:>9.2g}  {z:>7}{mark}")
-    print("*: the 95% CI holds the reported value; z: standard errors from it")
+        mark = ("*" if c["holds_reported"] else " ") + ("m" if c["matches_name"] else " ")
+        print(f"{mark}{c['config']:<{width}}  {_fmt(c['mean']):>10}  {_fmt(c['std']):>10}  {ci:>22}  "
+              f"{c['distance']:>9.2g}  {z:>7}")
+        for other in c["same"][1:]:
+            print(f"   = {other} (the same values on this data)")
+    print("*: the 95% CI of the mean holds the reported value; m: matches the name; "
+          "z: standard errors from the reported value")
+    print(out["sentence"])
     if out["unavailable"]:
         print("not tried: " + "; ".join(f"{k} ({v})" for k, v in out["unavailable"].items()))
     if out["skipped"]:

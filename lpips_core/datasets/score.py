@@ -50,6 +50,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from .. import metric_registry
+from ..conventions import parse_size
 from ..protocol import resolve_device
 from . import store
 from .loader import MISMATCH_POLICIES, Decoded, PairDataset, block_loader, stack_rows
@@ -168,7 +169,23 @@ class Scorer:
         a01 = stack_rows([d.a for d in ds])
         b01 = stack_rows([d.b for d in ds])
         values: dict[int, dict[str, float]] = {d.index: {} for d in ds}
-        for specs in self.passes.values():
+        native = tuple(a01.shape[-2:])
+        seen: dict[tuple, list[MetricSpec]] = {}
+        for key, specs in self.passes.items():
+            # a size that is this bucket's native size is the native pass: computed once, its
+            # values given to both (they differ only in the lin/baseline head)
+            size = key[-1] if key[-1] is None or parse_size(key[-1], native) != native else None
+            twin = seen.get(key[:-1] + (size,))
+            if twin is not None:
+                by_lin = {s.lin: s.name for s in twin}
+                for d in ds:
+                    row = values[d.index]
+                    row.update({s.name: row.get(by_lin.get(s.lin)) for s in specs if s.lin in by_lin})
+                missing = [s for s in specs if s.lin not in by_lin]
+                if not missing:
+                    continue
+                specs = missing
+            seen.setdefault(key[:-1] + (size,), []).extend(specs)
             try:
                 res = self._pass(specs, a01, b01)
             except ValueError:
