@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -46,9 +47,19 @@ METRIC_OPTIONS = tuple(parse_spec(m).name for m in DEFAULT_METRICS + OPTIONAL_ME
 WORST = 10
 NONE = "(none)"
 RESULT, ZIP_ROOT, FILES_ROOT = "ds_result", "ds_zip_root", "ds_files_root"
-UPLOAD_MAX_PIXELS = 100_000_000
-"""The pixels one upload may hold in all (its images within the per-image budget, from their
-headers), since this page scores on the server for every visitor; more is for the CLI."""
+
+
+def _upload_max_pixels() -> int:
+    """The pixels one upload may hold in all (its images within the per-image budget, from their
+    headers), since this page scores on the server for every visitor; more is for the CLI.
+    ``$LPIPS_EXPLORER_UPLOAD_MAX_MP`` sets it in megapixels (default 100)."""
+    try:
+        return max(0, int(float(os.environ.get("LPIPS_EXPLORER_UPLOAD_MAX_MP") or 100) * 1e6))
+    except ValueError:
+        return 100_000_000
+
+
+UPLOAD_MAX_PIXELS = _upload_max_pixels()
 
 
 # --------------------------------------------------------------------------- data sources

@@ -194,7 +194,7 @@ def parse_ref(text: str, samples: Sequence[str]) -> dict[str, Any]:
     kind, _, rest = text.partition(":")
     if kind == "sample":
         if rest not in samples:
-            raise ValueError(f"ref={shown(text)}: no sample photo {shown(rest)} (there are: {', '.join(samples)})")
+            raise ValueError(f"ref={shown(text)}: no sample photo of that name (there are: {', '.join(samples)})")
         return {state.REF_SOURCE: "Sample photo", state.REF_SAMPLE: rest}
     if kind == "synth":
         bits = rest.split(":")
