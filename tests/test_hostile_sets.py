@@ -783,3 +783,39 @@ def test_scratch_start_up_removes_what_dead_servers_and_old_versions_left(tmp_pa
     (root / "demo-v1").mkdir()
     shared_folder("demo-v3", lambda p: None, root, stale_prefix="demo-")
     assert not (root / "demo-v1").exists() and not (root / "demo-v2").exists()
+
+
+def test_a_page_waiting_for_a_heavy_job_says_so(monkeypatch):
+    """``ui.heavy_job`` while another job holds the server's only slot: the page shows "Waiting
+    for another job on this server to finish" (with the seconds waited) until the slot frees,
+    then clears it and runs."""
+    from lpips_explorer import jobs
+    from ui import sessions
+
+    shown = []
+
+    class Box:
+        def info(self, text, **kwargs):
+            shown.append(text)
+
+        def empty(self):
+            shown.append(None)
+
+    monkeypatch.setattr(sessions, "st", type("St", (), {"empty": staticmethod(Box)}))
+    monkeypatch.setattr(jobs, "_slots", jobs.JobSlots(1))
+    held, release = threading.Event(), threading.Event()
+
+    def other():
+        with jobs.heavy_jobs().slot("another session's scoring"):
+            held.set()
+            release.wait(5)
+
+    t = threading.Thread(target=other)
+    t.start()
+    held.wait(5)
+    threading.Timer(1.2, release.set).start()
+    with sessions.heavy_job("Scoring"):
+        ran = [s for s in shown if s]
+    t.join(5)
+    assert ran[0] == ("Waiting for another job on this server to finish (0 s)… Scoring starts as soon as it has.")
+    assert len(ran) >= 2 and shown[-1] is None
