@@ -123,11 +123,11 @@ class ScratchRegistry:
         self.budget_bytes, self.grace_s, self.max_age_s = budget_bytes, float(grace_s), float(max_age_s)
         self._lock = threading.Lock()
         self._entries: dict[Path, _Entry] = {}
-        self.root.mkdir(parents=True, exist_ok=True)
+        self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
         self.removed_at_start = self._clean_leftovers(Path(legacy_dir) if legacy_dir else
                                                       Path(tempfile.gettempdir()))
         self.server_dir = self.root / f"server-{os.getpid()}-{secrets.token_hex(4)}"
-        self.server_dir.mkdir()
+        self.server_dir.mkdir(mode=0o700)  # uploads are readable by this server's user only
 
     # ------------------------------------------------------------------ start-up
     def _clean_leftovers(self, legacy_dir: Path) -> list[Path]:
