@@ -9,6 +9,7 @@ import pandas as pd
 import streamlit as st
 
 import ui
+from lpips_core.cells import frame_to_csv
 from lpips_core import metric_registry
 from lpips_core.conventions import resize, to_tensor
 from lpips_explorer.figures.grids import conventions_heatmap, size_curves
@@ -127,7 +128,7 @@ def lpips_grid() -> None:
     table = pd.DataFrame(grid_rows(cells))
     with st.expander("All values"):
         st.dataframe(table, hide_index=True, key="conv_table")
-    csv = table.assign(reference=ref_name, pair=source).to_csv(index=False)
+    csv = frame_to_csv(table.assign(reference=ref_name, pair=source))
     st.download_button("Download the grid (CSV)", csv, file_name="lpips_conventions.csv", mime="text/csv",
                        key="conv_csv")
 
@@ -171,7 +172,7 @@ def successors_grid() -> None:
     table["metric"] = table["metric"].map(labels)
     with st.expander("All successor values"):
         st.dataframe(table, hide_index=True, key="conv_succ_table")
-    csv = table.assign(reference=ref_name, pair=source).to_csv(index=False)
+    csv = frame_to_csv(table.assign(reference=ref_name, pair=source))
     st.download_button("Download the successor grid (CSV)", csv, file_name="successor_conventions.csv",
                        mime="text/csv", key="conv_succ_csv")
 

@@ -10,6 +10,7 @@ import pandas as pd
 import streamlit as st
 
 import ui
+from lpips_core.cells import frame_to_csv
 from lpips_core import metrics
 from lpips_explorer.distortions import DISTORTIONS, PARAMS
 from lpips_explorer.figures.maps import abs_difference, dists_stage_bars, map_overlay, map_png, per_layer_bars
@@ -240,7 +241,7 @@ def lab() -> None:
     missing = [ui.NET_LABELS[n] for n in ui.NET_LABELS if n not in results]
     if missing:
         st.caption(f"Unavailable here: {', '.join(missing)} — see the sidebar's backbone list for the reason and fix.")
-    csv = table.assign(chain=ui.chain_label(chain), reference=ref_name).to_csv(index=False)
+    csv = frame_to_csv(table.assign(chain=ui.chain_label(chain), reference=ref_name))
     st.download_button("Download the metrics (CSV)", csv, file_name="lpips_metrics.csv", mime="text/csv",
                        key="lab_csv")
 

@@ -26,6 +26,7 @@ import pandas as pd
 import streamlit as st
 
 import ui
+from lpips_core.cells import frame_to_csv
 from lpips_core import WeightsUnavailable, metric_registry
 from lpips_core.images import ImageLoadError, image_to_png_bytes, load_image
 from lpips_explorer.study import scoring
@@ -235,7 +236,7 @@ def _results(store, study, rows, session: str) -> None:
     out = {"study": {"code": study.code, "n_triplets": study.n_triplets, "families": list(study.families),
                      "seed": study.seed, "reveal": study.reveal}, "not_scored": notes, **res}
     c1, c2 = st.columns(2)
-    c1.download_button("Judgements (CSV)", frame.to_csv(index=False), f"study-{study.code}-judgements.csv",
+    c1.download_button("Judgements (CSV)", frame_to_csv(frame), f"study-{study.code}-judgements.csv",
                        "text/csv", key="study_dl_csv")
     c2.download_button("Results (JSON)", json.dumps(out, indent=1, default=str), f"study-{study.code}-results.json",
                        "application/json", key="study_dl_json")
@@ -316,7 +317,7 @@ def main() -> None:
     code = st.query_params.get("study")
     study = store.study(code) if code else None
     if code and study is None:
-        st.error(f"No study has the code {ui.md_escape(code)}.")
+        st.error(f"No study has the code {ui.md_escape(ui.links.shown(code, quote=False))}.")
     if study is None:
         _join_form()
         _create_form(store, expanded=True)

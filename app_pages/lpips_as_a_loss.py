@@ -10,6 +10,7 @@ import streamlit as st
 
 import ui
 from lpips_explorer import loss_lab
+from lpips_explorer.jobs import JobsBusy
 from lpips_core.elpips import ELPIPS
 from lpips_explorer.figures.loss import fooling_curves, fooling_ratios, loss_curves, sharpness_bars
 from lpips_core.images import load_image
@@ -125,13 +126,17 @@ with st.expander("Settings", expanded=False):
                             key="lal_blur_losses")
 key = (_fingerprint(ref), int(size), int(copies), int(max_shift), int(steps), float(seconds), int(seed), tuple(chosen))
 if _run_buttons(BLUR_KEY):
-    bar, report = _progress(BLUR_KEY)
-    result = loss_lab.mse_blur_experiment(
-        ref, {k: models[k] for k in chosen}, size=int(size), copies=int(copies), max_shift=int(max_shift),
-        steps=int(steps), lr=b["lr"], seed=int(seed), max_seconds=float(seconds), progress=report)
-    bar.empty()
-    if not result.cancelled:
-        _store(BLUR_KEY, key, result)
+    try:
+        with ui.heavy_job("This run"):  # one experiment at a time per server, whoever asks
+            bar, report = _progress(BLUR_KEY)
+            result = loss_lab.mse_blur_experiment(
+                ref, {k: models[k] for k in chosen}, size=int(size), copies=int(copies), max_shift=int(max_shift),
+                steps=int(steps), lr=b["lr"], seed=int(seed), max_seconds=float(seconds), progress=report)
+            bar.empty()
+        if not result.cancelled:
+            _store(BLUR_KEY, key, result)
+    except JobsBusy as exc:
+        st.error(str(exc))
 
 blur = _stored(BLUR_KEY).get(key)
 if blur is None:
@@ -210,15 +215,20 @@ target = _sample(target_name, 256)
 fkey = (_fingerprint(ref), target_name, float(eps), int(fsize), int(fsteps), float(fseconds), int(fseed),
         tuple(fchosen))
 if _run_buttons(FOOL_KEY):
-    bar, report = _progress(FOOL_KEY)
-    chosen_models = {k: ELPIPS(vgg, seed=int(fseed)) if fool_models[k] == "elpips" else fool_models[k]
-                     for k in fchosen}
-    result = loss_lab.fooling_experiment(
-        ref, target, chosen_models, eps=float(eps), size=int(fsize), steps=int(fsteps), step_size=f["step_size"],
-        check_samples=f["check_samples"], seed=int(fseed), max_seconds=float(fseconds), progress=report)
-    bar.empty()
-    if not result.cancelled:
-        _store(FOOL_KEY, fkey, result)
+    try:
+        with ui.heavy_job("This run"):
+            bar, report = _progress(FOOL_KEY)
+            chosen_models = {k: ELPIPS(vgg, seed=int(fseed)) if fool_models[k] == "elpips" else fool_models[k]
+                             for k in fchosen}
+            result = loss_lab.fooling_experiment(
+                ref, target, chosen_models, eps=float(eps), size=int(fsize), steps=int(fsteps),
+                step_size=f["step_size"], check_samples=f["check_samples"], seed=int(fseed),
+                max_seconds=float(fseconds), progress=report)
+            bar.empty()
+        if not result.cancelled:
+            _store(FOOL_KEY, fkey, result)
+    except JobsBusy as exc:
+        st.error(str(exc))
 
 fool = _stored(FOOL_KEY).get(fkey)
 if fool is None:

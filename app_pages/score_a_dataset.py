@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
-import tempfile
+import os
 from pathlib import Path
 
 import numpy as np
@@ -26,9 +25,15 @@ from plotly.subplots import make_subplots
 import ui
 from lpips_core import WeightsUnavailable, metric_registry
 from lpips_core.conventions import resize
+from lpips_core.cells import frame_to_csv
 from lpips_core.datasets import Scorer, match_folders, parse_spec, score_pairs
-from lpips_core.datasets.archive import ArchiveRefused, dataset_folders, extract_zip
+from lpips_core.datasets.archive import MAX_BYTES, ArchiveRefused, dataset_folders, extract_zip
+from lpips_core.datasets.pairs import folder_pixels
+from lpips_core.images import DEFAULT_MAX_PIXELS
+from lpips_explorer import demo_dataset
 from lpips_explorer.demo_dataset import make_demo
+from lpips_explorer.jobs import JobsBusy
+from lpips_explorer.scratch import ScratchFull, default_root, shared_folder
 from lpips_core.datasets.explain import explain
 from lpips_core.datasets.loader import MISMATCH_POLICIES, decode_pair
 from lpips_core.datasets.methods import compare_methods, same_ranking
@@ -44,26 +49,56 @@ NONE = "(none)"
 RESULT, ZIP_ROOT, FILES_ROOT = "ds_result", "ds_zip_root", "ds_files_root"
 
 
+def _upload_max_pixels() -> int:
+    """The pixels one upload may hold in all (its images within the per-image budget, from their
+    headers), since this page scores on the server for every visitor; more is for the CLI.
+    ``$LPIPS_EXPLORER_UPLOAD_MAX_MP`` sets it in megapixels (default 100)."""
+    try:
+        return max(0, int(float(os.environ.get("LPIPS_EXPLORER_UPLOAD_MAX_MP") or 100) * 1e6))
+    except ValueError:
+        return 100_000_000
+
+
+UPLOAD_MAX_PIXELS = _upload_max_pixels()
+
+
 # --------------------------------------------------------------------------- data sources
-@st.cache_resource(show_spinner="Writing the demo set…")
+def _demo_name() -> str:
+    """The demo folder's name: a digest of the code that writes it and of the photos it cuts."""
+    h = hashlib.sha256(Path(demo_dataset.__file__).read_bytes())
+    for photo in sorted(demo_dataset.SAMPLES_DIR.glob("*.png")):
+        h.update(f"{photo.name}:{photo.stat().st_size}".encode())
+    return f"demo-{h.hexdigest()[:16]}"
+
+
 def demo_root() -> str:
-    """The demo set, written once per server into a temporary folder."""
-    root = Path(tempfile.mkdtemp(prefix="lpips-demo-"))
-    make_demo(root)
-    return str(root)
+    """The demo set, written once (by the first server that needs it) and reused by every server."""
+    name = _demo_name()
+    root = default_root() / name
+    if (root / ".complete").is_file():
+        return str(root)
+    with st.spinner("Writing the demo set…"):
+        return str(shared_folder(name, make_demo, stale_prefix="demo-"))
 
 
-def _replace_root(key: str, digest: str, make) -> Path | None:
-    """The folder stored under ``key`` for content ``digest``; made by ``make()`` when new."""
+def _replace_root(key: str, digest: str, kind: str, want: int, make) -> tuple[Path, int] | None:
+    """The folder stored under ``key`` for content ``digest``, and its allowance: a new folder
+    owned by this session (the replaced one deleted), filled by ``make(folder, allowance)``."""
     old = st.session_state.get(key)
-    if old and old[0] == digest:
-        return Path(old[1])
+    if old and old[0] == digest and Path(old[1]).is_dir():
+        return Path(old[1]), old[2] if len(old) > 2 else want
     if old:
-        shutil.rmtree(old[1], ignore_errors=True)
+        ui.scratch_release(old[1])
         del st.session_state[key]
-    root = make()
-    st.session_state[key] = (digest, str(root))
-    return root
+    folder, allowance = ui.scratch_folder(kind, want=want, at_least=min(want, 1 << 20))
+    try:
+        make(folder, allowance)
+    except BaseException:
+        ui.scratch_release(folder)
+        raise
+    ui.scratch_settle(folder)
+    st.session_state[key] = (digest, str(folder), allowance)
+    return folder, allowance
 
 
 def _guess(dirs: list[Path], words: tuple[str, ...], default: int) -> int:
@@ -81,9 +116,13 @@ def folders_from_zip() -> dict | None:
         return None
     data = up.getvalue()
     try:
-        root = _replace_root(ZIP_ROOT, hashlib.sha256(data).hexdigest(), lambda: extract_zip(data).root)
+        root, allowance = _replace_root(ZIP_ROOT, hashlib.sha256(data).hexdigest(), "zip", MAX_BYTES,
+                                        lambda folder, room: extract_zip(data, folder, max_bytes=room))
     except ArchiveRefused as exc:
         st.error(f"The zip was refused: {ui.md_escape(str(exc))}")
+        return None
+    except ScratchFull as exc:
+        st.error(ui.md_escape(str(exc)))
         return None
     base, dirs = dataset_folders(root)
     if len(dirs) < 2:
@@ -111,20 +150,44 @@ def folders_from_files() -> dict | None:
         return None
     h = hashlib.sha256()
     for f in (*refs, *tests):
-        h.update(f.name.encode() + b"\0" + f.getvalue())
+        h.update(f.name.encode("utf-8", "surrogatepass") + b"\0" + f.getvalue())
+    size = sum(len(f.getvalue()) for f in (*refs, *tests))
 
-    def write() -> Path:
-        root = Path(tempfile.mkdtemp(prefix="lpips-files-"))
+    def write(root: Path, _room: int) -> None:
         for sub, files in (("reference", refs), ("test", tests)):
             (root / sub).mkdir()
             for f in files:
                 name = Path(f.name.replace("\\", "/")).name  # never a path from the browser
-                if name and not name.startswith(".") and not (root / sub / name).exists():
+                if (name and not name.startswith(".") and "\0" not in name and len(name.encode("utf-8", "replace")) <= 255
+                        and not (root / sub / name).exists()):
                     (root / sub / name).write_bytes(f.getvalue())
-        return root
 
-    root = _replace_root(FILES_ROOT, h.hexdigest(), write)
+    try:
+        root, _ = _replace_root(FILES_ROOT, h.hexdigest(), "files", size, write)
+    except ScratchFull as exc:
+        st.error(ui.md_escape(str(exc)))
+        return None
     return {"label": "uploaded files", "reference": root / "reference", "methods": {"test": root / "test"}}
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def _pixels(folder: str, digest: str) -> int:
+    """:func:`folder_pixels` of an uploaded folder (``digest``: its upload's, so a new upload counts again)."""
+    return folder_pixels(folder)
+
+
+def over_budget(dataset: dict) -> str | None:
+    """Why an upload is too large to score here, or ``None``: its images hold more than
+    :data:`UPLOAD_MAX_PIXELS` in all (counted from their headers, within the per-image budget)."""
+    key = st.session_state.get(ZIP_ROOT if dataset["label"].startswith("zip") else FILES_ROOT)
+    digest = key[0] if key else ""
+    total = sum(_pixels(str(f), digest) for f in (dataset["reference"], *dataset["methods"].values()))
+    if total <= UPLOAD_MAX_PIXELS:
+        return None
+    return (f"The chosen folders' images hold {total / 1e6:,.0f} megapixels in all, more than the "
+            f"{UPLOAD_MAX_PIXELS / 1e6:,.0f} this page scores per upload (it runs on a server shared with other "
+            "visitors). Choose fewer or smaller images, or score them on your machine: "
+            "`python -m lpips_core score REF_DIR TEST_DIR`.")
 
 
 # --------------------------------------------------------------------------- scoring
@@ -148,7 +211,8 @@ def run_scoring(dataset: dict, names: tuple[str, ...], mismatch: str) -> dict:
             frac = (k + (done / total if total else 1.0)) / len(methods)
             bar.progress(min(frac, 1.0), text=f"Scoring {label}: {done} of {total} pairs")
 
-        runs[label] = score_pairs(disc, names, mismatch=mismatch, workers=0, scorer=scorer, progress=step)
+        runs[label] = score_pairs(disc, names, mismatch=mismatch, workers=0, scorer=scorer, progress=step,
+                                  max_pixels=DEFAULT_MAX_PIXELS)
     bar.empty()
     return {"runs": runs, "discoveries": discoveries, "names": names, "mismatch": mismatch,
             "label": dataset["label"], "reference": str(dataset["reference"])}
@@ -249,10 +313,17 @@ if not names:
 signature = (dataset["label"], str(dataset["reference"]), tuple(map(str, dataset["methods"].values())), names,
              mismatch)
 if st.button("Score", type="primary", key="ds_score"):
+    if source != SOURCES[0] and (why := over_budget(dataset)):
+        st.error(why)
+        st.stop()
     try:
-        st.session_state[RESULT] = (signature, run_scoring(dataset, names, mismatch))
+        with ui.heavy_job("Scoring"):
+            st.session_state[RESULT] = (signature, run_scoring(dataset, names, mismatch))
     except WeightsUnavailable as exc:
         st.error(ui.md_escape(str(exc), links=True))
+        st.stop()
+    except JobsBusy as exc:
+        st.error(str(exc))
         st.stop()
 stored = st.session_state.get(RESULT)
 if stored is None:
@@ -304,8 +375,12 @@ if spec is None:
     st.info("Add an LPIPS-like metric to see the worst pairs' spatial maps.")
 else:
     if "maps" not in result:  # computed once per scoring, not on every rerun
-        result["maps"] = worst_maps(result, spec, get_scorer(names, ui.device_name()))
-    shown = result["maps"]
+        try:
+            with ui.heavy_job("Drawing the worst pairs' maps"):
+                result["maps"] = worst_maps(result, spec, get_scorer(names, ui.device_name()))
+        except JobsBusy as exc:
+            st.error(str(exc))
+    shown = result.get("maps", [])
     cols = st.columns(2)
     for i, (row, fig) in enumerate(shown):
         cols[i % 2].plotly_chart(fig, key=f"ds_map_{i}")
@@ -326,12 +401,17 @@ if submitted:
     if not nets or not sizes:
         st.warning("Choose at least one backbone and one size.")
     else:
-        bar = st.progress(0.0, text="Trying every configuration…")
-        ex = explain(result["discoveries"][target], reported, name=written or None, nets=nets,
-                     sizes=[None if s == "native" else s for s in sizes], mismatch=result["mismatch"],
-                     workers=0, progress=lambda d, t: bar.progress(d / t if t else 1.0, text=f"{d} of {t} pairs"))
-        bar.empty()
-        st.session_state["ds_explained"] = ex.to_json(top=15)
+        try:
+            with ui.heavy_job("Explaining"):
+                bar = st.progress(0.0, text="Trying every configuration…")
+                ex = explain(result["discoveries"][target], reported, name=written or None, nets=nets,
+                             sizes=[None if s == "native" else s for s in sizes], mismatch=result["mismatch"],
+                             workers=0,
+                             progress=lambda d, t: bar.progress(d / t if t else 1.0, text=f"{d} of {t} pairs"))
+                bar.empty()
+            st.session_state["ds_explained"] = ex.to_json(top=15)
+        except JobsBusy as exc:
+            st.error(str(exc))
 explained = st.session_state.get("ds_explained")
 if explained:
     st.dataframe(pd.DataFrame(explained["candidates"]), hide_index=True, key="ds_explain_table")
@@ -346,7 +426,7 @@ report = {"dataset": result["label"], "metrics": list(names), "mismatch": result
 if len(result["runs"]) == 2:
     report["comparison"] = comp
 d1, d2 = st.columns(2)
-d1.download_button("Per-pair table (CSV)", table.to_csv(index=False).encode(), "dataset_scores.csv", "text/csv",
+d1.download_button("Per-pair table (CSV)", frame_to_csv(table).encode(), "dataset_scores.csv", "text/csv",
                    key="ds_csv")
 d2.download_button("Summary and configuration (JSON)", json.dumps(report, indent=2, default=str).encode(),
                    "dataset_scores.json", "application/json", key="ds_json")

@@ -18,16 +18,26 @@ as everywhere else in ``lpips_core``.
 
 Safety choices, stated once:
 
-* **Decompression bombs.** The pixel count from the header (Pillow's lazy ``Image.open`` reads
-  only the header) is compared with ``max_pixels`` *before* any pixel is decoded.
-  :data:`DEFAULT_MAX_PIXELS` is 80 million pixels (e.g. 10 000 x 8 000): a 64 MP phone
-  photo passes, a 108/200 MP sensor mode is refused with advice to downscale it. It is chosen
-  below Pillow's own warning threshold (``PIL.Image.MAX_IMAGE_PIXELS``, about 89.5 MP by
-  default), so Pillow never warns about an image this loader accepts. The check does not rely
-  on (and never changes) Pillow's global ``MAX_IMAGE_PIXELS``; when Pillow's own guard fires
-  first (its hard error is at twice that global, about 179 MP), its
-  ``DecompressionBombError``/``DecompressionBombWarning`` is reported as :class:`ImageLoadError`
-  too. A ``max_pixels`` above Pillow's hard limit therefore has no effect beyond it.
+* **The pixel budget.** Two limits are read from the header (Pillow's lazy ``Image.open`` reads
+  only the header) *before* any pixel is decoded, and an image over either is refused with
+  :class:`ImageTooLarge`:
+
+  - ``max_pixels`` (default :data:`DEFAULT_MAX_PIXELS`, 16 million) bounds the image the loader
+    *returns*: the size after ``max_side`` downscaling, or the stored size when ``max_side`` is
+    ``None`` (how datasets are scored, at native size). A float32 image of 16 MP is 192 MB, and
+    the networks' first activations are several times that, so this is what keeps one pair of
+    solid-colour 10 000 x 8 000 PNGs (250 KB each) from taking gigabytes;
+  - :data:`DECODE_MAX_PIXELS` (80 million, e.g. 10 000 x 8 000, or ``max_pixels`` if larger)
+    bounds the stored size, which Pillow decodes at about 4 bytes a pixel before downscaling: a
+    24 MP phone photo shown at 2048 px passes, a 108/200 MP sensor mode is refused. It lies
+    below Pillow's own warning threshold (``PIL.Image.MAX_IMAGE_PIXELS``, about 89.5 MP by
+    default), so Pillow never warns about an image this loader accepts.
+
+  The check does not rely on (and never changes) Pillow's global ``MAX_IMAGE_PIXELS``; when
+  Pillow's own guard fires first (its hard error is at twice that global, about 179 MP), its
+  ``DecompressionBombError``/``DecompressionBombWarning`` is reported as :class:`ImageTooLarge`
+  too, and so is a ``MemoryError`` while decoding. A ``max_pixels`` above Pillow's hard limit
+  therefore has no effect beyond it.
 * **Only regular files** are read from a path: ``os.stat`` is checked *before* the file is
   opened, so a directory, a named pipe (which would block forever), a device such as
   ``/dev/zero`` (endless) or a socket is refused unread, and so is a file larger than
@@ -78,17 +88,20 @@ except ImportError:  # pragma: no cover - a declared dependency; Pillow decodes 
     _spng = None
 
 __all__ = [
+    "DECODE_MAX_PIXELS",
     "DEFAULT_MAX_PIXELS",
     "DEFAULT_MAX_SIDE",
     "MAX_FILE_BYTES",
     "MIN_INPUT_SIDE",
     "RANGE_SLACK",
     "ImageLoadError",
+    "ImageTooLarge",
     "LoadedImage",
     "array_from_uint8",
     "check_file",
     "check_image",
     "check_range",
+    "header_pixels",
     "image_to_png_bytes",
     "load_image",
     "min_side_for",
@@ -98,13 +111,17 @@ __all__ = [
 DEFAULT_MAX_SIDE: int = 2048
 """Default limit on the longer side of a loaded image; larger images are downscaled."""
 
-DEFAULT_MAX_PIXELS: int = 80_000_000
-"""Default limit on width x height read from the header; larger images are refused unread."""
+DEFAULT_MAX_PIXELS: int = 16_000_000
+"""The pixel budget: the most pixels (width x height, from the header) of the image
+:func:`load_image` returns, after ``max_side`` downscaling; larger images are refused unread."""
+
+DECODE_MAX_PIXELS: int = 80_000_000
+"""The most pixels a file may store (what Pillow decodes before downscaling), read from the header."""
 
 MAX_FILE_BYTES: int = 512 * 2**20
 """Largest file :func:`load_image` reads from a path (512 MiB, checked with ``os.stat`` first).
 
-An 80-megapixel image (:data:`DEFAULT_MAX_PIXELS`) stored uncompressed as 16-bit RGB TIFF is
+An 80-megapixel image (:data:`DECODE_MAX_PIXELS`) stored uncompressed as 16-bit RGB TIFF is
 about 480 MiB, so every image the loader accepts fits; a multi-gigabyte (or sparse) file is
 refused before a byte is read."""
 
@@ -222,6 +239,11 @@ def check_range(lo: float, hi: float, *, name: str = "image") -> None:
 
 class ImageLoadError(ValueError):
     """A file could not be turned into an image; the message says why and what to do."""
+
+
+class ImageTooLarge(ImageLoadError):
+    """An image over the pixel budget (or the file-size cap), refused before it was decoded, or
+    one that ran out of memory while decoding."""
 
 
 @dataclass(frozen=True)
@@ -385,16 +407,20 @@ def load_image(
             ``"upscale"`` (bicubic, aspect kept, with a notice) or ``"error"``.
         background: RGB floats in ``[0, 1]`` onto which transparent pixels are composited;
             white by default.
-        max_pixels: refuse, before decoding, images whose header says width x height
-            exceeds this (default :data:`DEFAULT_MAX_PIXELS`, 80 million).
+        max_pixels: the pixel budget: refuse, before decoding, an image whose returned size
+            (after ``max_side`` downscaling; the stored size when ``max_side`` is ``None``) would
+            exceed this many pixels (default :data:`DEFAULT_MAX_PIXELS`, 16 million). Files
+            storing more than ``max(DECODE_MAX_PIXELS, max_pixels)`` pixels are refused too.
 
     Returns:
         A :class:`LoadedImage`; ``array`` is ``(H, W, 3)`` float32 C-contiguous in ``[0, 1]``,
         and 8-bit values are exactly ``value / 255``.
 
     Raises:
+        ImageTooLarge: (an ``ImageLoadError``) over the pixel budget, over the file-size cap, or
+            out of memory while decoding.
         ImageLoadError: the file is missing, empty, not an image, truncated or corrupt, too
-            large, too small (``small="error"``), too elongated to satisfy both ``min_side``
+            small (``small="error"``), too elongated to satisfy both ``min_side``
             and ``max_side``, or in a pixel format with no defined ``[0, 1]`` mapping.
             The original exception, if any, is kept as ``__cause__``.
         TypeError: ``source`` or an option has the wrong type.
@@ -417,13 +443,13 @@ def load_image(
         match = _PILLOW_BOMB_PIXELS.search(str(exc))
         count = f"{int(match.group(1)):,} pixels" if match else "too many pixels"
         side = math.isqrt(max_pixels)
-        raise ImageLoadError(
+        raise ImageTooLarge(
             f"{_cap(label)} has {count}, more than Pillow's decompression-bomb limit, so it "
             f"was refused before decoding ({exc}). Downscale it (e.g. to at most "
             f"{side} x {side}) and try again."
         ) from exc
     except MemoryError as exc:
-        raise ImageLoadError(
+        raise ImageTooLarge(
             f"Ran out of memory while decoding {label}. Downscale it (e.g. to 4000 x 3000) "
             "and try again."
         ) from exc
@@ -638,7 +664,7 @@ def _check_regular(st: os.stat_result, name: str) -> None:
             "image file."
         )
     if st.st_size > MAX_FILE_BYTES:
-        raise ImageLoadError(
+        raise ImageTooLarge(
             f"'{name}' is {st.st_size / 2**20:,.0f} MiB, more than the {MAX_FILE_BYTES // 2**20} MiB "
             "an image file may have here, so it was not read. Downscale or re-compress it."
         )
@@ -793,14 +819,14 @@ def _decode(data, name, label, max_side, min_side, small, bg, max_pixels) -> Loa
                 f"{_cap(label)} declares a size of {w} x {h} pixels: the file is corrupt. "
                 "Re-download it or re-export it."
             )
-        # -- Decompression-bomb guard: header only, nothing decoded yet. --
-        if w * h > max_pixels:
-            side = math.isqrt(max_pixels)
-            raise ImageLoadError(
+        # -- The stored size (what Pillow decodes): header only, nothing decoded yet. --
+        decode_cap = max(DECODE_MAX_PIXELS, max_pixels)
+        if w * h > decode_cap:
+            side = math.isqrt(decode_cap)
+            raise ImageTooLarge(
                 f"{_cap(label)} is {_size_text(w, h)} = {w * h:,} pixels, more than the "
-                f"{max_pixels:,} this loader decodes (max_pixels), so it was refused before "
-                f"decoding to protect memory. Downscale it (e.g. to at most {side} x {side}) "
-                "and try again."
+                f"{decode_cap:,} this loader decodes, so it was refused before decoding to "
+                f"protect memory. Downscale it (e.g. to at most {side} x {side}) and try again."
             )
         bit_depth = _stored_bit_depth(im, data)
         rawmode = _rawmode(im)
@@ -828,6 +854,7 @@ def _decode(data, name, label, max_side, min_side, small, bg, max_pixels) -> Loa
         # the header); it only affects how sizes are worded in the size-limit messages.
         early = _orientation(im) if "exif" in im.info else 1
         target = _plan_size(w, h, max_side, min_side, small, label, early in (5, 6, 7, 8))
+        _check_budget(w, h, target, max_pixels, label)
 
         box = None
         if target is not None and target[0] < w and fmt in ("JPEG", "MPO") and n_frames == 1:
@@ -918,6 +945,45 @@ def _decode(data, name, label, max_side, min_side, small, bg, max_pixels) -> Loa
         upscaled_from=upscaled_from,
         icc_profile=icc,
     )
+
+
+def _check_budget(w: int, h: int, target: tuple[int, int] | None, max_pixels: int, label: str) -> None:
+    """Refuse (:class:`ImageTooLarge`) an image whose returned size, ``target`` or the stored
+    ``w x h``, exceeds the pixel budget ``max_pixels``: from the header, before decoding."""
+    tw, th = target if target is not None else (w, h)
+    if tw * th <= max_pixels:
+        return
+    side = math.isqrt(max_pixels)
+    size = _size_text(w, h) + (f" (to be used at {tw} x {th})" if target is not None else "")
+    raise ImageTooLarge(
+        f"{_cap(label)} is {size} = {tw * th:,} pixels, more than the pixel budget of "
+        f"{max_pixels:,} (max_pixels), so it was refused before decoding to protect memory. "
+        f"Downscale it (e.g. to at most {side} x {side}), or raise the budget (max_pixels; "
+        "--max-pixels on the command line)."
+    )
+
+
+def header_pixels(source: "str | os.PathLike[str]") -> int | None:
+    """Width x height of an image file from its header alone (no pixel decoded), or ``None`` when
+    the path is not a regular file within :data:`MAX_FILE_BYTES` or its header is not an image's.
+
+    Used to add up the pixels of many files (an upload's total pixel budget) before any of
+    them is decoded. A file past Pillow's decompression-bomb limit gives the count Pillow read.
+    """
+    import warnings
+
+    try:
+        check_file(source)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            with Image.open(source) as im:
+                w, h = im.size
+    except Image.DecompressionBombError as exc:
+        match = _PILLOW_BOMB_PIXELS.search(str(exc))
+        return int(match.group(1)) if match else None
+    except Exception:  # any unreadable header: the file is reported when it is loaded
+        return None
+    return int(w) * int(h) if w > 0 and h > 0 else None
 
 
 def _png_rgb8_fast(im: Image.Image, data: bytes, fmt: str, mode: str, bit_depth: int,

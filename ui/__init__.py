@@ -10,6 +10,7 @@
 - :mod:`ui.boundary`: the error boundary each page runs in.
 - :mod:`ui.links`: the view mirrored in the URL's query parameters (links that reproduce it).
 - :mod:`ui.fragments`: a page's interactive part as an ``st.fragment`` (its widgets rerun it alone).
+- :mod:`ui.sessions`: folders a session owns (deleted when it ends) and the server's heavy-job slots.
 
 Pages import what they use from here (``import ui``; ``ui.reference()``, ``ui.md_escape(...)``).
 All computation happens in ``lpips_core``. The names are loaded on first use, so that
@@ -23,7 +24,9 @@ from typing import Any
 
 #: Each public name → the submodule that defines it.
 _EXPORTS: dict[str, str] = {
-    **dict.fromkeys(("state", "text", "choices", "models", "pair", "widgets", "boundary", "links", "fragments"), ""),
+    **dict.fromkeys(("state", "text", "choices", "models", "pair", "widgets", "boundary", "links", "fragments",
+                     "sessions"), ""),
+    **dict.fromkeys(("heavy_job", "scratch_folder", "scratch_release", "scratch_settle"), "sessions"),
     "page_fragment": "fragments",
     "error_boundary": "boundary",
     **dict.fromkeys(("CPU_SUCCESSORS", "DEFAULT_CHAIN", "DEFAULT_SAMPLE", "SAMPLES_DIR", "SUCCESSORS", "SYNTHETIC",

@@ -31,6 +31,8 @@ from . import state
 #: The longest query value read (characters); the most steps a linked chain may have.
 MAX_VALUE_LEN = 600
 MAX_STEPS = 8
+#: The most characters of a link's value a message repeats (the rest is cut, with "…").
+MAX_SHOWN = 80
 _LAST = "_links_last"  # session state: the query parameters this session wrote last
 
 
@@ -63,22 +65,32 @@ _SYNTH_SIZES = (64, 96, 128, 192, 256)
 
 
 # --------------------------------------------------------------------------- pure parsing
+def shown(text: Any, *, quote: bool = True) -> str:
+    """A value from a link for a message (its ``repr``, or the text itself when not ``quote``),
+    cut to :data:`MAX_SHOWN` characters with the length it had."""
+    text = str(text)
+    show = repr if quote else str
+    return show(text) if len(text) <= MAX_SHOWN else show(text[:MAX_SHOWN]) + f"… ({len(text):,} characters)"
+
+
 def parse_field(field: Field, text: str) -> Any:
-    """``text`` as ``field``'s value; ``ValueError`` (with the bad value) when it is not one."""
+    """``text`` as ``field``'s value; ``ValueError`` (with the bad value, cut to :data:`MAX_SHOWN`
+    characters) when it is not one."""
     if field.kind == "bool":
         if text not in ("1", "0"):
-            raise ValueError(f"{field.key}={text!r} is not 1 or 0")
+            raise ValueError(f"{field.key}={shown(text)} is not 1 or 0")
         return text == "1"
     if field.kind == "choice":
         if text not in (field.choices or ()):
-            raise ValueError(f"{field.key}={text!r} is not one of {list(field.choices or ())}")
+            raise ValueError(f"{field.key}={shown(text)} is not one of {list(field.choices or ())}")
         return text
     try:
         value = int(text) if field.kind == "int" else float(text)
     except ValueError:
-        raise ValueError(f"{field.key}={text!r} is not a{'n integer' if field.kind == 'int' else ' number'}") from None
+        raise ValueError(f"{field.key}={shown(text)} is not a{'n integer' if field.kind == 'int' else ' number'}"
+                         ) from None
     if not math.isfinite(value) or not field.lo <= value <= field.hi:
-        raise ValueError(f"{field.key}={text!r} is outside {field.lo:g}..{field.hi:g}")
+        raise ValueError(f"{field.key}={shown(text)} is outside {field.lo:g}..{field.hi:g}")
     return value
 
 
@@ -114,7 +126,7 @@ def _same(a: Any, b: Any) -> bool:
 
 
 def _param_value(name: str, pname: str, spec, text: str) -> Any:
-    where = f"{name}: {pname}={text!r}"
+    where = f"{name}: {pname}={shown(text)}"
     if spec.choices:
         if text not in spec.choices:
             raise ValueError(f"{where} is not one of {list(spec.choices)}")
@@ -153,12 +165,12 @@ def chain_from_param(text: str) -> list[tuple[str, dict[str, Any]]]:
     for part in parts:
         name, _, rest = part.partition(":")
         if name not in PARAMS:
-            raise ValueError(f"unknown distortion {name!r} (known: {', '.join(PARAMS)})")
+            raise ValueError(f"unknown distortion {shown(name)} (known: {', '.join(PARAMS)})")
         params = {p: spec.default for p, spec in PARAMS[name].items()}
         for item in filter(None, rest.split(",")):
             pname, eq, value = item.partition("=")
             if not eq or pname not in PARAMS[name]:
-                raise ValueError(f"{name}: unknown parameter {pname!r} (known: {', '.join(PARAMS[name])})")
+                raise ValueError(f"{name}: unknown parameter {shown(pname)} (known: {', '.join(PARAMS[name])})")
             params[pname] = _param_value(name, pname, PARAMS[name][pname], value)
         steps.append((name, params))
     return steps
@@ -182,23 +194,23 @@ def parse_ref(text: str, samples: Sequence[str]) -> dict[str, Any]:
     kind, _, rest = text.partition(":")
     if kind == "sample":
         if rest not in samples:
-            raise ValueError(f"ref={text!r}: no sample photo {rest!r} (there are: {', '.join(samples)})")
+            raise ValueError(f"ref={shown(text)}: no sample photo of that name (there are: {', '.join(samples)})")
         return {state.REF_SOURCE: "Sample photo", state.REF_SAMPLE: rest}
     if kind == "synth":
         bits = rest.split(":")
         pattern = bits[0].replace("_", " ")
         if pattern not in SYNTHETIC or len(bits) != 4:
-            raise ValueError(f"ref={text!r}: expected synth:KIND:SIZE:SEED:PERIOD with KIND one of "
+            raise ValueError(f"ref={shown(text)}: expected synth:KIND:SIZE:SEED:PERIOD with KIND one of "
                              f"{[s.replace(' ', '_') for s in SYNTHETIC]}")
         try:
             size, seed, period = (int(b) for b in bits[1:])
         except ValueError:
-            raise ValueError(f"ref={text!r}: SIZE, SEED and PERIOD must be integers") from None
+            raise ValueError(f"ref={shown(text)}: SIZE, SEED and PERIOD must be integers") from None
         if size not in _SYNTH_SIZES or not 0 <= seed <= 10_000 or not 2 <= period <= 64:
-            raise ValueError(f"ref={text!r}: SIZE in {list(_SYNTH_SIZES)}, SEED in 0..10000, PERIOD in 2..64")
+            raise ValueError(f"ref={shown(text)}: SIZE in {list(_SYNTH_SIZES)}, SEED in 0..10000, PERIOD in 2..64")
         return {state.REF_SOURCE: "Synthetic", state.REF_SYNTH_KIND: pattern, state.REF_SYNTH_SIZE: size,
                 state.REF_SYNTH_SEED: seed, state.REF_SYNTH_PERIOD: period}
-    raise ValueError(f"ref={text!r}: expected sample:NAME or synth:KIND:SIZE:SEED:PERIOD")
+    raise ValueError(f"ref={shown(text)}: expected sample:NAME or synth:KIND:SIZE:SEED:PERIOD")
 
 
 def all_keys() -> set[str]:
@@ -258,7 +270,7 @@ def read(url_path: str) -> list[str]:
         except ValueError as exc:
             bad(exc)
     if "device" in fresh and fresh["device"] != device_name():
-        notices.append(f"This link was made on a server running on {fresh['device'][:20]!r}; this one runs on "
+        notices.append(f"This link was made on a server running on {shown(fresh['device'][:20])}; this one runs on "
                        f"{device_name()!r} (the numbers agree to about 1e-5).")
     if "ref" in fresh:
         try:

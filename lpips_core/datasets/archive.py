@@ -5,7 +5,10 @@ folder. Every check that can be made from the archive's directory is made **befo
 written:
 
 - member names: ``..`` parts, absolute paths (``/x``, ``\\x``), drive letters (``C:``), NUL
-  characters and names that two members share are refused (``ArchiveRefused``);
+  characters, names that two members share, a name that is a file in one member and a folder in
+  another (``ref/x`` beside ``ref/x/y.png``), a name part over :data:`MAX_NAME_BYTES` bytes, a
+  path over :data:`MAX_PATH_BYTES` bytes and more than :data:`MAX_DEPTH` nested folders are
+  refused (``ArchiveRefused``);
 - links and special files: a member whose Unix mode (the high 16 bits of ``external_attr``)
   says symlink, FIFO, device or socket is refused; so are encrypted members;
 - size: at most ``max_members`` members and ``max_bytes`` declared uncompressed bytes in all.
@@ -15,6 +18,10 @@ lie about ``file_size``: a member that yields more than it declared is refused),
 created with ``O_CREAT | O_EXCL | O_NOFOLLOW`` under the destination, and its resolved path is
 checked to lie inside it. On any refusal a destination this function created is removed, so
 nothing is left behind. macOS's ``__MACOSX/`` resource-fork members are skipped.
+
+Every failure is an :class:`ArchiveRefused` whose message says why, in words and without server
+paths: what the checks above catch, and anything the file system still refuses while writing
+(``the archive could not be unpacked here: …``).
 """
 
 from __future__ import annotations
@@ -31,13 +38,19 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO
 
-__all__ = ["ArchiveRefused", "Extracted", "MAX_BYTES", "MAX_MEMBERS", "dataset_folders", "extract_zip",
-           "member_path"]
+__all__ = ["ArchiveRefused", "Extracted", "MAX_BYTES", "MAX_DEPTH", "MAX_MEMBERS", "MAX_NAME_BYTES", "MAX_PATH_BYTES",
+           "dataset_folders", "extract_zip", "member_path"]
 
 MAX_MEMBERS = 5000
 """Default cap on the number of members (directories included)."""
 MAX_BYTES = 256 * 2**20
 """Default cap on the total uncompressed size (256 MiB)."""
+MAX_NAME_BYTES = 255
+"""Longest part of a member's path, in UTF-8 bytes (what Linux, macOS and Windows file systems allow)."""
+MAX_PATH_BYTES = 1024
+"""Longest member path, in UTF-8 bytes."""
+MAX_DEPTH = 32
+"""Most folders a member may be nested in."""
 
 _CHUNK = 1 << 16
 _DRIVE = re.compile(r"^[A-Za-z]:")
@@ -75,15 +88,27 @@ def member_path(name: str) -> PurePosixPath | None:
     if not text or "\x00" in text:
         raise ArchiveRefused(f"member name {name!r} is empty or holds a NUL character")
     if text.startswith("/") or _DRIVE.match(text):
-        raise ArchiveRefused(f"member {name!r} has an absolute path or a drive letter")
+        raise ArchiveRefused(f"member {_shown(name)!r} has an absolute path or a drive letter")
     parts = [p for p in text.split("/") if p not in ("", ".")]
     if any(p == ".." for p in parts):
-        raise ArchiveRefused(f"member {name!r} climbs out of the folder ('..')")
+        raise ArchiveRefused(f"member {_shown(name)!r} climbs out of the folder ('..')")
     if any(_DRIVE.match(p) for p in parts):
-        raise ArchiveRefused(f"member {name!r} holds a drive letter")
+        raise ArchiveRefused(f"member {_shown(name)!r} holds a drive letter")
     if not parts:
         return None
+    if any(len(p.encode("utf-8", "surrogateescape")) > MAX_NAME_BYTES for p in parts):
+        raise ArchiveRefused(f"member {_shown(name)!r} has a name part over {MAX_NAME_BYTES} bytes")
+    if len(text.encode("utf-8", "surrogateescape")) > MAX_PATH_BYTES:
+        raise ArchiveRefused(f"member {_shown(name)!r} has a path over {MAX_PATH_BYTES} bytes")
+    if len(parts) > MAX_DEPTH + 1:
+        raise ArchiveRefused(f"member {_shown(name)!r} is nested in {len(parts) - 1} folders, more than "
+                             f"the {MAX_DEPTH} allowed")
     return PurePosixPath(*parts)
+
+
+def _shown(name: str, limit: int = 80) -> str:
+    """A member name for a message, cut to ``limit`` characters."""
+    return name if len(name) <= limit else name[:limit] + "…"
 
 
 def _file_type(info: zipfile.ZipInfo) -> int:
@@ -98,7 +123,7 @@ def _plan(zf: zipfile.ZipFile, max_members: int, max_bytes: int) -> list[tuple[z
     declared = sum(i.file_size for i in infos)
     if declared > max_bytes:
         raise ArchiveRefused(f"the archive expands to {declared} bytes, more than the {max_bytes} allowed")
-    plan, seen = [], set()
+    plan, seen, folders = [], set(), set()
     for info in infos:
         if info.filename.replace("\\", "/").startswith(_SKIP):
             continue
@@ -110,13 +135,22 @@ def _plan(zf: zipfile.ZipFile, max_members: int, max_bytes: int) -> list[tuple[z
             raise ArchiveRefused(f"member {info.filename!r} is a special file (mode {oct(kind)})")
         if info.flag_bits & 0x1:
             raise ArchiveRefused(f"member {info.filename!r} is encrypted")
-        if path is None or info.is_dir() or kind == stat.S_IFDIR:
+        if path is None:
             continue
         key = str(path).lower()
+        parents = {str(p).lower() for p in path.parents if str(p) != "."}
+        if info.is_dir() or kind == stat.S_IFDIR:
+            folders.add(key)
+            folders.update(parents)
+            continue
         if key in seen:
-            raise ArchiveRefused(f"member {info.filename!r} appears more than once")
+            raise ArchiveRefused(f"member {_shown(info.filename)!r} appears more than once")
         seen.add(key)
+        folders.update(parents)
         plan.append((info, path))
+    clash = next((info.filename for info, path in plan if str(path).lower() in folders), None)
+    if clash is not None:
+        raise ArchiveRefused(f"member {_shown(clash)!r} is a file, and other members put files inside it as a folder")
     return plan
 
 
@@ -177,26 +211,49 @@ def extract_zip(
     try:
         zf = zipfile.ZipFile(source)
     except (zipfile.BadZipFile, OSError, EOFError) as exc:
-        raise ArchiveRefused(f"not a readable zip archive ({exc})") from None
+        raise ArchiveRefused(f"not a readable zip archive ({_reason(exc)})") from None
+    except Exception as exc:  # anything else a crafted central directory provokes
+        raise ArchiveRefused(f"not a readable zip archive ({_reason(exc)})") from None
     with zf:
-        plan = _plan(zf, max_members, max_bytes)
+        try:
+            plan = _plan(zf, max_members, max_bytes)
+        except ArchiveRefused:
+            raise
+        except Exception as exc:
+            raise ArchiveRefused(f"the archive's directory could not be read ({_reason(exc)})") from None
         root = Path(tempfile.mkdtemp(prefix="lpips-dataset-")) if created else Path(dest)
         real_root = root.resolve()
         files, total = [], 0
         try:
             for info, rel in plan:
                 target = root.joinpath(*rel.parts)
-                if not target.resolve().is_relative_to(real_root):
-                    raise ArchiveRefused(f"member {info.filename!r} would land outside the folder")
-                total += _write(zf, info, target, max_bytes - total)
+                try:
+                    if not target.resolve().is_relative_to(real_root):
+                        raise ArchiveRefused(f"member {_shown(info.filename)!r} would land outside the folder")
+                    total += _write(zf, info, target, max_bytes - total)
+                except (ArchiveRefused, zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError):
+                    raise
+                except Exception as exc:  # the file system refused it (a name, a depth, a clash)
+                    raise ArchiveRefused(f"the archive could not be unpacked here: member "
+                                         f"{_shown(info.filename)!r}: {_reason(exc)}") from None
                 files.append(str(rel))
         except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError) as exc:
             _clean(root, created)
-            raise ArchiveRefused(f"the archive is damaged ({exc})") from None
+            raise ArchiveRefused(f"the archive is damaged ({_reason(exc)})") from None
         except BaseException:
             _clean(root, created)
             raise
     return Extracted(root, tuple(files), total)
+
+
+def _reason(exc: BaseException) -> str:
+    """An exception in words, without the paths an ``OSError`` carries (they name the server's folders)."""
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    if isinstance(exc, RecursionError):
+        return "its folders are nested too deeply"
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text[:120]}" if text else type(exc).__name__
 
 
 def _clean(root: Path, created: bool) -> None:

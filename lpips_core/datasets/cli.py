@@ -114,7 +114,7 @@ def _common(p: argparse.ArgumentParser, *, metrics: bool = True) -> None:
     if metrics:
         p.add_argument("--lanes", type=_workers, default=None,
                        help="on a CPU, processes that each decode and score whole blocks on one thread "
-                            "(default: one per CPU, up to 8; 0: none)")
+                            "(default: one per CPU, up to 8; 0: none; at most one per CPU)")
     p.add_argument("--batch-size", type=_positive, default=None,
                    help="pairs per block: decoded, batched and written together (default 16 on CPU, 64 on GPU)")
     p.add_argument("--device", type=_device, default=None, help="cpu, cuda, cuda:N or mps (default: auto)")
@@ -126,6 +126,11 @@ def _outputs(p: argparse.ArgumentParser) -> None:
     p.add_argument("--resume", action="store_true", help="continue --out: skip the pairs already there")
     p.add_argument("--shard", type=_shard, default=None,
                    help="score only slice i of n (0-based; merge the n tables with `merge`)")
+    p.add_argument("--max-pixels", type=_positive, default=None,
+                   help="pixel budget per image, read from its header before decoding: a larger image's pair "
+                        "becomes an error row of kind too_large (default 16000000)")
+    p.add_argument("--force", action="store_true",
+                   help="--resume a table written with other package versions, weights or device (recorded)")
 
 
 def add_parsers(subparsers) -> None:
@@ -162,6 +167,8 @@ def add_parsers(subparsers) -> None:
     m.add_argument("out", help="the merged FILE.csv or FILE.jsonl")
     m.add_argument("shards", nargs="+", help="the shard tables")
     m.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    m.add_argument("--force", action="store_true",
+                   help="merge shards of other package versions, weights or devices (recorded in the manifest)")
 
 
 # --------------------------------------------------------------------------- running
@@ -193,10 +200,26 @@ def _discover(args):
     from .pairs import all_pairs, match_folders, reference_pairs
 
     if args.command == "diversity":
-        return all_pairs(args.dir, sample=args.sample, seed=args.seed)
+        from .pairs import MAX_ALL_PAIRS
+
+        return all_pairs(args.dir, sample=args.sample, seed=args.seed, max_pairs=MAX_ALL_PAIRS,
+                         per_pair_seconds=_pair_seconds(args))
     if Path(args.a).is_file():
         return reference_pairs(args.a, args.b)
     return match_folders(args.a, args.b)
+
+
+#: A rough cost of one pair at 256 px on one CPU core, per metric, in seconds (for the
+#: message that refuses a diversity run that is too large; anything unlisted counts as VGG).
+_PAIR_SECONDS = {"mse": 0.0005, "psnr": 0.0005, "ssim": 0.004, "alex": 0.012, "squeeze": 0.012, "vgg": 0.08}
+
+
+def _pair_seconds(args) -> float:
+    try:
+        specs = _specs(args)
+    except ValueError:
+        return _PAIR_SECONDS["vgg"]
+    return sum(_PAIR_SECONDS.get(s.net if s.learned else s.metric, _PAIR_SECONDS["vgg"]) for s in specs)
 
 
 def _specs(args):
@@ -242,7 +265,7 @@ def _score(args) -> dict:
     try:
         res = score_pairs(disc, specs, mismatch=args.mismatch, out=args.out, resume=args.resume, shard=args.shard,
                           batch_size=args.batch_size, workers=args.workers, device=args.device, progress=bar,
-                          lanes=args.lanes)
+                          lanes=args.lanes, max_pixels=args.max_pixels, force=args.force)
     finally:
         bar.close()
     return res.to_json()
@@ -305,7 +328,7 @@ def run(args: argparse.Namespace) -> int:
         if args.command == "merge":
             from .store import merge_tables
 
-            m = merge_tables(args.shards, args.out)
+            m = merge_tables(args.shards, args.out, force=args.force)
             out = {**m["summary"], "config": {**m["config"], **m["run"]}, "versions": m["versions"]}
             printer = _print_summary
         elif args.command == "explain":

@@ -33,7 +33,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset, get_worker_info
 
 from ..conventions import resize
-from ..images import ImageLoadError, load_image
+from ..images import DEFAULT_MAX_PIXELS, ImageLoadError, ImageTooLarge, load_image
 from .pairs import Pair
 from .specs import CLASSIC
 
@@ -55,7 +55,8 @@ class Decoded:
             policy), or ``None`` when ``error`` is set. (From :func:`block_loader`: rows of the
             block's tensors of that size, see the module docstring.)
         a_size, b_size: ``"HxW"`` of each file as decoded, before the policy (``""`` if unread).
-        error_kind: ``""``, ``"unreadable"``, ``"size-mismatch"``, ``"too-small"`` or ``"failed"``.
+        error_kind: ``""``, ``"unreadable"``, ``"too_large"`` (over the pixel budget, or out of
+            memory), ``"size-mismatch"``, ``"too-small"`` or ``"failed"``.
         error: the message.
         classic: the classic metrics' values by name.
     """
@@ -89,35 +90,44 @@ def _match(a: np.ndarray, b: np.ndarray, mismatch: str) -> tuple[np.ndarray, np.
                      "(mismatch policy 'error'; use resize or crop)")
 
 
-def _decode_arrays(index: int, pair: Pair, mismatch: str, classic: Sequence[str], max_side: int | None
-                   ) -> tuple[Decoded, np.ndarray | None, np.ndarray | None]:
+def _decode_arrays(index: int, pair: Pair, mismatch: str, classic: Sequence[str], max_side: int | None,
+                   max_pixels: int = DEFAULT_MAX_PIXELS) -> tuple[Decoded, np.ndarray | None, np.ndarray | None]:
     """:func:`decode_pair`'s work, leaving the images as ``(H, W, 3)`` arrays (``None`` on error)."""
     out = Decoded(index, pair)
     try:
-        a = load_image(pair.a, max_side=max_side).array
+        a = load_image(pair.a, max_side=max_side, max_pixels=max_pixels).array
         out.a_size = f"{a.shape[0]}x{a.shape[1]}"
-        b = load_image(pair.b, max_side=max_side).array
+        b = load_image(pair.b, max_side=max_side, max_pixels=max_pixels).array
         out.b_size = f"{b.shape[0]}x{b.shape[1]}"
+    except ImageTooLarge as exc:
+        out.error_kind, out.error = "too_large", " ".join(str(exc).split())
+        return out, None, None
     except ImageLoadError as exc:
         out.error_kind, out.error = "unreadable", " ".join(str(exc).split())
         return out, None, None
     try:
-        a, b = _match(a, b, mismatch)
-    except ValueError as exc:
-        out.error_kind, out.error = "size-mismatch", str(exc)
-        return out, None, None
-    try:
-        out.classic = {name: CLASSIC[name](a, b) for name in classic}
-    except ValueError as exc:  # e.g. SSIM's 11 px window
-        out.error_kind, out.error = "too-small", str(exc)
+        try:
+            a, b = _match(a, b, mismatch)
+        except ValueError as exc:
+            out.error_kind, out.error = "size-mismatch", str(exc)
+            return out, None, None
+        try:
+            out.classic = {name: CLASSIC[name](a, b) for name in classic}
+        except ValueError as exc:  # e.g. SSIM's 11 px window
+            out.error_kind, out.error = "too-small", str(exc)
+            return out, None, None
+    except MemoryError:
+        out.error_kind, out.error = "too_large", (f"ran out of memory on the {out.a_size} and {out.b_size} "
+                                                  "images; downscale them or lower max_pixels (--max-pixels)")
+        out.classic = {}
         return out, None, None
     return out, a, b
 
 
 def decode_pair(index: int, pair: Pair, *, mismatch: str = "error", classic: Sequence[str] = (),
-                max_side: int | None = None) -> Decoded:
+                max_side: int | None = None, max_pixels: int = DEFAULT_MAX_PIXELS) -> Decoded:
     """Read, match and measure one pair; failures are returned in ``error``, never raised."""
-    out, a, b = _decode_arrays(index, pair, mismatch, classic, max_side)
+    out, a, b = _decode_arrays(index, pair, mismatch, classic, max_side, max_pixels)
     if a is not None:  # channels first, copied by NumPy (one pass, no thread pool)
         out.a, out.b = (torch.from_numpy(x.transpose(2, 0, 1).copy()) for x in (a, b))
     return out
@@ -148,9 +158,10 @@ def _block_tensor(shape: tuple[int, ...], shared: bool = True) -> torch.Tensor:
     return torch.empty(0).new(storage).resize_(shape)
 
 
-def _decode_block(pairs, indices, mismatch, classic, max_side, threads: int = 1, shared: bool = True) -> _Block:
+def _decode_block(pairs, indices, mismatch, classic, max_side, max_pixels=DEFAULT_MAX_PIXELS, threads: int = 1,
+                  shared: bool = True) -> _Block:
     def one(i: int):
-        return _decode_arrays(i, pairs[i], mismatch, classic, max_side)
+        return _decode_arrays(i, pairs[i], mismatch, classic, max_side, max_pixels)
 
     if threads > 1 and len(indices) > 1:  # Pillow and NumPy release the GIL while they decode and convert
         with ThreadPoolExecutor(min(threads, len(indices))) as pool:
@@ -192,28 +203,32 @@ class PairDataset(Dataset):
     """``pairs[i]`` decoded by :func:`decode_pair` (item ``i`` is the pair of global index ``i``)."""
 
     def __init__(self, pairs: Sequence[Pair], *, mismatch: str = "error", classic: Sequence[str] = (),
-                 max_side: int | None = None):
+                 max_side: int | None = None, max_pixels: int = DEFAULT_MAX_PIXELS):
         if mismatch not in MISMATCH_POLICIES:
             raise ValueError(f"mismatch must be one of {MISMATCH_POLICIES}, got {mismatch!r}")
         self.pairs, self.mismatch, self.classic, self.max_side = list(pairs), mismatch, tuple(classic), max_side
+        self.max_pixels = max_pixels
 
     def __len__(self) -> int:
         return len(self.pairs)
 
     def __getitem__(self, i: int) -> Decoded:
-        return decode_pair(i, self.pairs[i], mismatch=self.mismatch, classic=self.classic, max_side=self.max_side)
+        return decode_pair(i, self.pairs[i], mismatch=self.mismatch, classic=self.classic, max_side=self.max_side,
+                           max_pixels=self.max_pixels)
 
     def __getitems__(self, indices: Sequence[int]) -> _Block:
         """A whole block (what a ``DataLoader`` with a ``batch_sampler`` asks for), packed."""
-        return _decode_block(self.pairs, indices, self.mismatch, self.classic, self.max_side)
+        return _decode_block(self.pairs, indices, self.mismatch, self.classic, self.max_side, self.max_pixels)
 
     def decode_here(self, indices: Sequence[int]) -> list[Decoded]:
         """A block decoded for use in this process (in a worker too: no shared memory)."""
-        return _decode_block(self.pairs, indices, self.mismatch, self.classic, self.max_side, shared=False).unpack()
+        return _decode_block(self.pairs, indices, self.mismatch, self.classic, self.max_side, self.max_pixels,
+                             shared=False).unpack()
 
     def decode_threaded(self, indices: Sequence[int], threads: int) -> _Block:
         """:meth:`__getitems__` with the pairs decoded by ``threads`` threads."""
-        return _decode_block(self.pairs, indices, self.mismatch, self.classic, self.max_side, threads)
+        return _decode_block(self.pairs, indices, self.mismatch, self.classic, self.max_side, self.max_pixels,
+                             threads)
 
 
 def _as_block(block: _Block) -> _Block:

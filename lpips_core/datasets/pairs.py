@@ -19,7 +19,7 @@ import hashlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Iterable, Sequence
 
 import numpy as np
 
@@ -28,7 +28,11 @@ __all__ = [
     "Discovery",
     "Pair",
     "all_pairs",
+    "MAX_ALL_PAIRS",
+    "check_pair_count",
+    "folder_pixels",
     "match_folders",
+    "names_digest",
     "pairs_digest",
     "reference_pairs",
     "shard_bounds",
@@ -171,7 +175,36 @@ def _unrank(k: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
     return i, k - starts[i] + i + 1
 
 
-def all_pairs(folder: str | os.PathLike[str], *, sample: int | None = None, seed: int = 0) -> Discovery:
+MAX_ALL_PAIRS: int = 100_000
+"""The most pairs ``diversity`` scores one by one without ``--sample`` (:func:`check_pair_count`)."""
+
+
+def check_pair_count(n_pairs: int, *, per_pair_seconds: float, sample: int | None,
+                     limit: int = MAX_ALL_PAIRS, what: str = "pairs") -> None:
+    """Refuse to score more than ``limit`` pairs one by one unless a ``sample`` is drawn.
+
+    Args:
+        n_pairs: how many pairs the run would score.
+        per_pair_seconds: an estimate of one pair's cost, for the message.
+        sample: the ``--sample`` size (``None``: all pairs).
+        limit: the bound (default :data:`MAX_ALL_PAIRS`).
+        what: how the message names the pairs (``"pairs of 3,000 images"``).
+
+    Raises:
+        ValueError: ``n_pairs > limit`` and no ``sample``; the message states the count, the
+            estimated time and the way out (``--sample K``).
+    """
+    if sample is not None or n_pairs <= limit:
+        return
+    hours = n_pairs * per_pair_seconds / 3600
+    took = f"{hours:,.1f} hours" if hours >= 1 else f"{hours * 60:,.0f} minutes"
+    raise ValueError(f"all {what} are {n_pairs:,} pairs, more than the {limit:,} scored without --sample "
+                     f"(about {took} at ~{per_pair_seconds * 1000:.3g} ms a pair, before any result); "
+                     f"pass --sample K to score a seeded random sample of K pairs (e.g. --sample {limit})")
+
+
+def all_pairs(folder: str | os.PathLike[str], *, sample: int | None = None, seed: int = 0,
+              max_pairs: int | None = None, per_pair_seconds: float = 0.0) -> Discovery:
     """Every unordered pair of distinct images in ``folder`` (recursive), or a seeded sample of them.
 
     The "diversity" of multimodal image-to-image papers (the reference's
@@ -181,10 +214,12 @@ def all_pairs(folder: str | os.PathLike[str], *, sample: int | None = None, seed
         sample: keep ``sample`` pairs drawn without replacement (``numpy.random.default_rng(seed)``);
             ``None`` keeps all ``n (n − 1) / 2``.
         seed: the sample's seed (the same seed and folder give the same pairs).
+        max_pairs, per_pair_seconds: without ``sample``, refuse more than ``max_pairs`` pairs
+            (:func:`check_pair_count`), before any pair is built; ``None``: no bound.
 
     Raises:
-        ValueError: the folder is missing or unreadable, has fewer than two images, or
-            ``sample`` is not a positive integer.
+        ValueError: the folder is missing or unreadable, has fewer than two images, ``sample``
+            is not a positive integer, or too many pairs without ``sample``.
     """
     root = _check_dir(folder, "folder")
     files, other = _walk(root)
@@ -192,6 +227,9 @@ def all_pairs(folder: str | os.PathLike[str], *, sample: int | None = None, seed
         raise ValueError(f"folder {str(folder)!r} has {len(files)} image(s); all pairs need at least 2")
     n = len(files)
     total = n * (n - 1) // 2
+    if max_pairs is not None:
+        check_pair_count(total, per_pair_seconds=per_pair_seconds, sample=sample, limit=max_pairs,
+                         what=f"pairs of {n:,} images")
     if sample is None:
         ks = np.arange(total)
     else:
@@ -225,14 +263,38 @@ def reference_pairs(reference: str | os.PathLike[str], folder: str | os.PathLike
                      source={"reference": str(reference), "dir": str(folder)})
 
 
+def folder_pixels(folder: str | os.PathLike[str], *, max_pixels: int | None = None) -> int:
+    """Width x height added up over the image files under ``folder`` (recursive), from their
+    headers alone (:func:`lpips_core.images.header_pixels`): what scoring them would decode.
+
+    Files over ``max_pixels`` (default :data:`lpips_core.images.DEFAULT_MAX_PIXELS`) and files
+    without a readable header are not counted: scoring refuses them unread.
+    """
+    from ..images import DEFAULT_MAX_PIXELS, header_pixels
+
+    cap = DEFAULT_MAX_PIXELS if max_pixels is None else max_pixels
+    root = _check_dir(folder, "folder")
+    total = 0
+    for rel in _walk(root)[0]:
+        n = header_pixels(root / rel)
+        if n is not None and n <= cap:
+            total += n
+    return total
+
+
 def pairs_digest(pairs: Sequence[Pair]) -> str:
     """SHA-256 of the pairs' keys and relative names, in order: what resume and merge check.
 
     Independent of where the folders are mounted, so shards run on different machines merge.
     """
+    return names_digest((p.key, p.a_name, p.b_name) for p in pairs)
+
+
+def names_digest(entries: Iterable[tuple[str, str, str]]) -> str:
+    """:func:`pairs_digest` of ``(key, a_name, b_name)`` triples (e.g. a table's rows, in index order)."""
     h = hashlib.sha256()
-    for p in pairs:
-        h.update(f"{p.key}\t{p.a_name}\t{p.b_name}\n".encode("utf-8", "surrogateescape"))
+    for key, a, b in entries:
+        h.update(f"{key}\t{a}\t{b}\n".encode("utf-8", "surrogateescape"))
     return h.hexdigest()
 
 

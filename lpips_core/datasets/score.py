@@ -26,7 +26,10 @@ How the work is organised (the same on a CPU and a GPU):
    them in turn, far below the 1e-6 agreement with the single-pair API).
 4. A pair that cannot be read, differs in size under ``mismatch="error"``, or is too small for
    a metric becomes a row with ``error_kind`` and ``error``; the summary counts those rows by
-   kind and leaves them out of every metric's statistics.
+   kind and leaves them out of every metric's statistics. A pair over the pixel budget
+   (``max_pixels``, :data:`lpips_core.images.DEFAULT_MAX_PIXELS` per image, read from the
+   header before decoding) or one that runs out of memory becomes a row of kind ``too_large``,
+   and the run goes on.
 
 Summary per metric over the scored rows: ``n``, ``mean``, ``std`` (sample standard deviation,
 ``ddof=1``) and ``ci95``, the 95 % confidence interval of the mean from Student's t
@@ -188,8 +191,8 @@ class Scorer:
             seen.setdefault(key[:-1] + (size,), []).extend(specs)
             try:
                 res = self._pass(specs, a01, b01)
-            except ValueError:
-                if len(ds) == 1:
+            except Exception as exc:
+                if not _pair_fault(exc) or len(ds) == 1:
                     raise
                 res = None
             if res is None:  # find the pair(s) at fault one by one
@@ -198,7 +201,9 @@ class Scorer:
                         continue
                     try:
                         one = self._pass(specs, a01[j:j + 1], b01[j:j + 1])
-                    except ValueError as exc:
+                    except Exception as exc:
+                        if not _pair_fault(exc):
+                            raise
                         d.error_kind, d.error = _kind(exc), f"{specs[0].name}: {' '.join(str(exc).split())}"
                         continue
                     values[d.index].update({k: float(v[0]) for k, v in one.items()})
@@ -218,7 +223,9 @@ class Scorer:
             if self.passes:
                 try:
                     values.update(self._bucket(ds))
-                except ValueError as exc:  # a bucket of one pair that fails
+                except Exception as exc:  # a bucket of one pair that fails
+                    if not _pair_fault(exc):
+                        raise
                     ds[0].error_kind, ds[0].error = _kind(exc), " ".join(str(exc).split())
             else:
                 values.update({d.index: {} for d in ds})
@@ -233,7 +240,23 @@ class Scorer:
         return rows
 
 
+def _out_of_memory(exc: BaseException) -> bool:
+    """A ``MemoryError``, or torch's out-of-memory error (CPU allocator or CUDA)."""
+    if isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError":
+        return True
+    text = str(exc)
+    return isinstance(exc, RuntimeError) and ("can't allocate memory" in text or "out of memory" in text)
+
+
+def _pair_fault(exc: BaseException) -> bool:
+    """Whether ``exc`` is a pair's own fault (a row, and the run goes on): a ``ValueError`` (too
+    small for a network) or running out of memory on its images."""
+    return isinstance(exc, ValueError) or _out_of_memory(exc)
+
+
 def _kind(exc: Exception) -> str:
+    if _out_of_memory(exc):
+        return "too_large"
     return "too-small" if "too small" in str(exc) else "failed"
 
 
@@ -333,6 +356,8 @@ def score_pairs(
     scorer: Scorer | None = None,
     progress: Callable[[int, int], None] | None = None,
     lanes: int | None = None,
+    max_pixels: int | None = None,
+    force: bool = False,
 ) -> ScoreResult:
     """Score every pair (of shard ``shard``) with every metric; stream rows to ``out``.
 
@@ -349,7 +374,8 @@ def score_pairs(
         workers: decoding processes when the networks run in this process (``0``: none, and no
             lanes; default: one fewer than the CPUs, 1 to 4).
         lanes: on a CPU, worker processes that each decode *and score* whole blocks, with one
-            torch thread each (:func:`default_lanes`; ``0`` or ``1``: none, the networks run here).
+            torch thread each (:func:`default_lanes`; ``0`` or ``1``: none, the networks run here;
+            at most one per CPU: a larger number is capped at ``os.cpu_count()``).
             Default ``None``: one per CPU (up to 8) on a CPU device, unless ``workers`` is 0 or
             there is a single block. Measured on 2 cores (128 pairs of 256 px PNGs, AlexNet): two
             single-threaded lanes did the backbone passes in 6.4 CPU-s against 8.3 for one
@@ -358,6 +384,12 @@ def score_pairs(
             (:func:`lpips_core.backbones.run_layers`).
         max_side: downscale images whose longer side exceeds it on load (default ``None``:
             score images at their size, as the reference scripts do).
+        max_pixels: the pixel budget per image (default
+            :data:`lpips_core.images.DEFAULT_MAX_PIXELS`, 16 MP): an image whose size after
+            ``max_side`` would exceed it is refused from its header, unread, and its pair becomes
+            a row of kind ``too_large``.
+        force: resume a table written with other package versions, weights or device; the
+            differences are recorded in the manifest (``run.forced``).
         scorer: a :class:`Scorer` to reuse (its specs and models; ``metrics`` is then ignored);
             default: one built for ``metrics``.
         progress: called with ``(pairs done, pairs of this shard)`` at the start and after each block.
@@ -367,9 +399,16 @@ def score_pairs(
 
     Raises:
         ValueError: bad options, an existing ``out`` without ``resume``, or a ``resume`` of a
-            table computed under another configuration.
+            table computed under another configuration, shard, versions, weights or device
+            (without ``force``), of a malformed manifest, or of rows that are not these pairs'
+            or hold values a scorer cannot write.
         WeightsUnavailable: a learned metric's weights are missing.
     """
+    from ..images import DEFAULT_MAX_PIXELS
+
+    max_pixels = DEFAULT_MAX_PIXELS if max_pixels is None else max_pixels
+    if isinstance(max_pixels, bool) or not isinstance(max_pixels, int) or max_pixels < 1:
+        raise ValueError(f"max_pixels must be a positive integer, got {max_pixels!r}")
     pairs, report = _sorted_pairs(pairs)
     scorer = scorer or Scorer(metrics, device=device)
     if out is not None:
@@ -393,6 +432,7 @@ def score_pairs(
         "mismatch": mismatch,
         "batch_size": block,
         "max_side": max_side,
+        "max_pixels": max_pixels,
         "pairs_total": n,
         "pairs_digest": pairs_digest(pairs),
         "classic_on": "the [0, 1] images after the mismatch policy, native size",
@@ -409,12 +449,25 @@ def score_pairs(
         exists = store.manifest_path(out).exists() or _nonempty(out)
         if exists:
             old = store.read_manifest(out)
-            if old.get("config") != config or (old.get("run") or {}).get("shard") != run["shard"]:
+            if old["config"] != config or old["run"].get("shard") != run["shard"]:
                 raise ValueError(f"{out} was computed under another configuration or shard; "
                                  "use a new output file")
+            diff = store.versions_disagree(old["versions"], versions, device_a=old["run"].get("device"),
+                                           device_b=run["device"])
+            if diff and not force:
+                raise ValueError(f"{out} was computed with other packages, weights or device "
+                                 f"({'; '.join(diff[:3])}); use a new output file, or pass --force to go on")
+            forced = [*(old["run"].get("forced") or []), *diff]
+            if forced:
+                run["forced"] = forced
             cols, old_rows = store.read_rows(out) if _nonempty(out) else (columns, [])
             if cols and tuple(cols) != columns:
                 raise ValueError(f"{out} has columns {cols}, expected {columns}")
+            store.check_rows(old_rows, scorer.names, total=n, pairs=pairs, where=str(out))
+            mine_set = set(my_indices)
+            stray = next((r["index"] for r in old_rows if r["index"] not in mine_set), None)
+            if stray is not None:
+                raise ValueError(f"{out}: a row has index {stray}, which is not in this shard")
             done = {r["index"] for r in old_rows}
         store.write_manifest(out, {"config": config, "run": run, "versions": versions, "complete": False})
         writer = store.RowWriter(out, columns, append=bool(done))
@@ -426,10 +479,12 @@ def score_pairs(
         progress(finished, len(my_indices))
     try:
         if todo:
-            dataset = PairDataset(pairs, mismatch=mismatch, classic=scorer.classic, max_side=max_side)
+            dataset = PairDataset(pairs, mismatch=mismatch, classic=scorer.classic, max_side=max_side,
+                                  max_pixels=max_pixels)
             n_lanes = default_lanes(scorer.device, len(todo), workers) if lanes is None else int(lanes)
             if n_lanes < 0:
                 raise ValueError(f"lanes must be ≥ 0, got {lanes!r}")
+            n_lanes = min(n_lanes, os.cpu_count() or 1)  # a process per CPU at most
             if n_lanes > 1 and scorer.device.type == "cpu":
                 scored = iter(DataLoader(_ScoredBlocks(dataset, scorer), batch_sampler=todo, num_workers=n_lanes,
                                          collate_fn=_rows, prefetch_factor=2, persistent_workers=False))

@@ -6,35 +6,58 @@ holds the configuration the rows were computed under, the package versions, whet
 finished and, once it has, the summary. Floats are written with Python's ``repr`` (exact round
 trip), so a table read back and written again is byte for byte the same.
 
+Any file name round-trips (:mod:`lpips_core.cells`):
+
+- JSON Lines keep the raw names; the characters that other line readers split at (U+2028,
+  U+2029, NEL) and the lone surrogates of names that are not UTF-8 are written as ``\\uXXXX``
+  escapes, and the reader splits at ``\\n`` only.
+- CSV cells of names are :func:`~lpips_core.cells.escape_name` d (``bad\\xff.png``), every
+  text cell that a spreadsheet would run as a formula is neutralised with a leading ``'``, and
+  both are undone when the table is read.
+
 - Streaming: each block's rows are appended and flushed as soon as they are computed; a killed
-  run loses at most the block in flight (a torn last line is ignored when the table is read).
+  run loses at most the block in flight (a torn last record — found with the CSV parser's own
+  record boundaries, so a quoted newline inside a name is not taken for one — is ignored when
+  the table is read, and cut before a resumed run appends).
 - Resume: the rows already on disk are kept and only blocks with a missing row are computed
   again; when the run ends the table is rewritten in pair order (duplicates of a recomputed
   block dropped, the later kept), so an interrupted and resumed run gives the same table as an
   uninterrupted one.
 - Merge: :func:`merge_tables` checks that the shard tables were computed under one configuration
-  over the same pairs, that every shard ``0 … n−1`` is present once and finished, and that
-  their rows cover every pair exactly once; the merged table and summary equal one run's.
+  with the same package versions, weights and device (``force`` records a disagreement in the
+  manifest instead), over the same pairs (the rows' keys and names, in index order, must give
+  the configuration's ``pairs_digest``), that every shard ``0 … n−1`` is present once and
+  finished, that their rows cover every pair exactly once, and that every scored row holds a
+  number for every metric; the merged table and summary equal one run's.
+
+Every problem with a table or a manifest is a ``ValueError`` of one line.
 """
 
 from __future__ import annotations
 
 import csv
-import io
 import json
 import math
 import os
+import re
 from pathlib import Path
 from typing import Iterable, Sequence
 
+from ..cells import escape_name, neutralise, restore, unescape_name
+
 __all__ = [
     "BASE_COLUMNS",
+    "ERROR_KINDS",
+    "MAX_MANIFEST_BYTES",
     "RowWriter",
+    "check_rows",
+    "final_rows",
     "manifest_path",
     "merge_tables",
     "read_manifest",
     "read_rows",
     "table_format",
+    "versions_disagree",
     "write_manifest",
     "write_table",
 ]
@@ -45,6 +68,14 @@ decoded sizes ``"HxW"``, and ``error_kind``/``error`` (empty when the pair was s
 
 _TEXT = {"key", "a", "b", "a_size", "b_size", "error_kind", "error"}
 
+ERROR_KINDS: frozenset[str] = frozenset({"unreadable", "too_large", "size-mismatch", "too-small", "failed"})
+"""The values of ``error_kind`` on a row that could not be scored (``""`` on a scored row)."""
+
+MAX_MANIFEST_BYTES = 16 * 2**20
+"""Largest manifest read (16 MiB; one this tool writes is a few KB)."""
+
+#: The only metric value that may be non-finite on a scored row: PSNR of identical images.
+_MAY_BE_INF = ("psnr",)
 
 def table_format(path: str | os.PathLike[str]) -> str:
     """``"csv"`` or ``"jsonl"`` from the file's extension.
@@ -71,21 +102,51 @@ def _json_safe(value):
     return value
 
 
+# Characters written as \uXXXX escapes in JSON Lines: line separators other readers split at,
+# and lone surrogates (names that are not UTF-8), which UTF-8 cannot encode.
+_JSONL_ESCAPE = re.compile("[\u0085\u2028\u2029\ud800-\udfff]")
+
+
+def _jsonl_line(record: dict) -> str:
+    text = json.dumps(record, ensure_ascii=False)
+    return _JSONL_ESCAPE.sub(lambda m: f"\\u{ord(m.group(0)):04x}", text) + "\n"
+
+
+def _text_cell(value: str) -> str:
+    """A text value as a CSV cell: escaped (lossless for names that are not UTF-8), then
+    neutralised against formulas."""
+    return neutralise(escape_name(value))
+
+
+def _csv_line(cells: Sequence[str]) -> str:
+    """One CSV record ending in ``\\n``: a cell is quoted (``"`` doubled) when it holds a comma, a
+    quote, a newline or a carriage return. (``csv.writer`` with a ``\\n`` terminator leaves a lone
+    ``\\r`` unquoted, and every CSV reader then splits the record there.)"""
+    return ",".join(f'"{c.replace(chr(34), chr(34) * 2)}"' if any(ch in c for ch in ',"\n\r') else c
+                    for c in cells) + "\n"
+
+
 def _encode(row: dict, columns: Sequence[str], fmt: str) -> str:
     if fmt == "jsonl":
-        return json.dumps({c: _json_safe(row.get(c)) for c in columns}, ensure_ascii=False) + "\n"
-    buf = io.StringIO()
-    csv.writer(buf, lineterminator="\n").writerow(["" if row.get(c) is None else repr(row[c])
-                                                    if isinstance(row[c], float) else row[c] for c in columns])
-    return buf.getvalue()
+        return _jsonl_line({c: _json_safe(row.get(c)) for c in columns})
+    cells = []
+    for c in columns:
+        v = row.get(c)
+        if v is None:
+            cells.append("")
+        elif isinstance(v, float):
+            cells.append(repr(v))
+        elif isinstance(v, str):
+            cells.append(_text_cell(v))
+        else:
+            cells.append(str(v))
+    return _csv_line(cells)
 
 
 def _header(columns: Sequence[str], fmt: str) -> str:
     if fmt == "jsonl":
         return ""
-    buf = io.StringIO()
-    csv.writer(buf, lineterminator="\n").writerow(columns)
-    return buf.getvalue()
+    return _csv_line([neutralise(c) for c in columns])
 
 
 class RowWriter:
@@ -122,61 +183,162 @@ class RowWriter:
         self.close()
 
 
+def _read_text(path: str | os.PathLike[str]) -> str:
+    """A table's text exactly as stored (no newline translation: a CR inside a name stays one)."""
+    with open(path, encoding="utf-8", newline="") as fh:
+        return fh.read()
+
+
 def _trim_torn_tail(path: Path) -> None:
-    """Cut a last line left without its newline by a killed run."""
-    data = path.read_bytes()
-    if data and not data.endswith(b"\n"):
+    """Cut a last record left incomplete by a killed run (the parser's record boundaries)."""
+    text = _read_text(path)
+    whole = _complete_prefix(text, table_format(path))
+    if len(whole) != len(text):
         with open(path, "r+b") as fh:
-            fh.truncate(data.rfind(b"\n") + 1)
+            fh.truncate(len(whole.encode("utf-8")))
+
+
+def _lines(text: str, ends: list[int]):
+    """``text`` in lines split at ``\\n`` only (kept), recording where each ends in ``ends``."""
+    start = 0
+    while start < len(text):
+        j = text.find("\n", start)
+        stop = len(text) if j < 0 else j + 1
+        ends[0] = stop
+        yield text[start:stop]
+        start = stop
+
+
+def _csv_records(text: str) -> tuple[list[list[str]], int]:
+    """The complete CSV records of ``text`` and where the last of them ends: a record counts
+    when the parser closes it at a ``\\n`` (a quoted newline is inside a field)."""
+    ends = [0]
+    records, good = [], 0
+    try:
+        for rec in csv.reader(_lines(text, ends), strict=True):
+            if ends[0] and text[ends[0] - 1] == "\n":
+                records.append(rec)
+                good = ends[0]
+    except csv.Error:  # a quoted field left open at the end: torn there
+        pass
+    return records, good
+
+
+def _complete_prefix(text: str, fmt: str) -> str:
+    if fmt == "csv":
+        return text[:_csv_records(text)[1]]
+    return text[: text.rfind("\n") + 1]
 
 
 def _decode_value(column: str, text):
     if column == "index":
+        if isinstance(text, bool) or not isinstance(text, (int, str)):
+            raise ValueError(f"index {text!r} is not an integer")
         return int(text)
     if column in _TEXT:
-        return "" if text is None else str(text)
+        if text is None:
+            return ""
+        if not isinstance(text, str):
+            raise ValueError(f"{column} {text!r} is not text")
+        return text
     if text is None or text == "":
         return None
+    if isinstance(text, bool) or not isinstance(text, (int, float, str)):
+        raise ValueError(f"{column} {text!r} is not a number")
     return float(text)
 
 
+def _csv_text(column: str, cell: str):
+    if column in _TEXT:
+        return unescape_name(restore(cell))
+    return cell
+
+
 def read_rows(path: str | os.PathLike[str]) -> tuple[tuple[str, ...], list[dict]]:
-    """``(columns, rows)`` of a table; a torn last line (no newline) is ignored.
+    """``(columns, rows)`` of a table; a torn last record (a killed run's) is ignored.
 
     Raises:
-        ValueError: not a table this module wrote (unknown extension, missing base columns, a
-            malformed line other than the last).
+        ValueError: not a table this module wrote (unknown extension, not UTF-8, missing base
+            columns, a malformed record other than the last), in one line.
     """
     fmt = table_format(path)
-    text = Path(path).read_text(encoding="utf-8")
-    if text and not text.endswith("\n"):
-        text = text[: text.rfind("\n") + 1]
+    try:
+        text = _read_text(path)
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path} is not a UTF-8 table ({exc.reason} at byte {exc.start})") from None
     rows: list[dict] = []
     if fmt == "csv":
-        records = list(csv.reader(io.StringIO(text)))
+        records, _ = _csv_records(text)
         if not records:
             return (), []
-        columns = tuple(records[0])
+        columns = tuple(restore(c) for c in records[0])
         for n, rec in enumerate(records[1:], 2):
             if len(rec) != len(columns):
-                raise ValueError(f"{path}: line {n} has {len(rec)} fields, the header {len(columns)}")
-            rows.append({c: _decode_value(c, v) for c, v in zip(columns, rec)})
+                raise ValueError(f"{path}: record {n} has {len(rec)} fields, the header {len(columns)}")
+            try:
+                rows.append({c: _decode_value(c, _csv_text(c, v)) for c, v in zip(columns, rec)})
+            except ValueError as exc:
+                raise ValueError(f"{path}: record {n}: {exc}") from None
     else:
         columns = ()
-        for n, line in enumerate(text.splitlines(), 1):
+        text = _complete_prefix(text, fmt)
+        for n, line in enumerate(text.split("\n"), 1):
             if not line.strip():
                 continue
             try:
                 rec = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}: line {n} is not JSON ({exc})") from None
+            except (json.JSONDecodeError, RecursionError) as exc:
+                raise ValueError(f"{path}: line {n} is not JSON ({str(exc)[:80]})") from None
+            if not isinstance(rec, dict):
+                raise ValueError(f"{path}: line {n} is not a JSON object")
             columns = columns or tuple(rec)
-            rows.append({c: (float(v) if isinstance(v, str) and c not in _TEXT else _decode_value(c, v))
-                         for c, v in rec.items()})
+            try:
+                rows.append({c: (float(v) if isinstance(v, str) and c not in _TEXT else _decode_value(c, v))
+                             for c, v in rec.items()})
+            except ValueError as exc:
+                raise ValueError(f"{path}: line {n}: {exc}") from None
     missing = [c for c in BASE_COLUMNS if columns and c not in columns]
     if missing:
         raise ValueError(f"{path} is not a results table: columns {missing} are missing")
     return columns, rows
+
+
+def check_rows(rows: Sequence[dict], names: Sequence[str], *, total: int, where: str,
+               pairs: Sequence | None = None) -> None:
+    """Refuse rows a scorer cannot have written (one-line ``ValueError`` naming the row).
+
+    Every row's ``index`` lies in ``[0, total)``; with ``pairs`` (the sorted pairs), its
+    ``key``, ``a`` and ``b`` are those of ``pairs[index]``; ``error_kind`` is ``""`` or one of
+    :data:`ERROR_KINDS`; a scored row holds a finite number for every metric in ``names``
+    (PSNR may be ``+inf``: identical images), a row with an error none.
+    """
+    for r in rows:
+        i = r.get("index")
+        if not isinstance(i, int) or not 0 <= i < total:
+            raise ValueError(f"{where}: a row has index {i!r}, outside 0…{total - 1}")
+        if pairs is not None:
+            p = pairs[i]
+            if (r.get("key"), r.get("a"), r.get("b")) != (p.key, p.a_name, p.b_name):
+                raise ValueError(f"{where}: the row at index {i} is for {_short(r.get('key'))!r}, but pair {i} is "
+                                 f"{_short(p.key)!r}: the table does not belong to these pairs")
+        kind = r.get("error_kind")
+        if kind and kind not in ERROR_KINDS:
+            raise ValueError(f"{where}: the row at index {i} has error kind {_short(kind)!r}")
+        for name in names:
+            v = r.get(name)
+            if kind:
+                if v is not None:
+                    raise ValueError(f"{where}: the row at index {i} has an error and a {name} value")
+                continue
+            if not isinstance(v, float) or math.isnan(v) or (
+                    math.isinf(v) and not (v > 0 and name.split("-")[0] in _MAY_BE_INF)):
+                raise ValueError(f"{where}: the row at index {i} has {name} = {v!r} and no error: "
+                                 "not a value a scorer writes")
+
+
+def _short(text, limit: int = 80) -> str:
+    text = text if isinstance(text, str) else repr(text)
+    return text if len(text) <= limit else text[:limit] + "…"
 
 
 def write_table(path: str | os.PathLike[str], columns: Sequence[str], rows: Iterable[dict]) -> None:
@@ -200,18 +362,73 @@ def write_manifest(path: str | os.PathLike[str], manifest: dict) -> None:
 
 
 def read_manifest(path: str | os.PathLike[str]) -> dict:
-    """The manifest beside a table.
+    """The manifest beside a table, checked to have the shape this module writes.
 
     Raises:
-        ValueError: it is missing or not JSON.
+        ValueError: it is missing, larger than :data:`MAX_MANIFEST_BYTES`, not JSON, or
+            malformed (the message names the first field at fault).
     """
     target = manifest_path(path)
     try:
-        return json.loads(target.read_text(encoding="utf-8"))
+        size = target.stat().st_size
+        if size > MAX_MANIFEST_BYTES:
+            raise ValueError(f"{target} is {size:,} bytes, more than a manifest ({MAX_MANIFEST_BYTES:,})")
+        if not target.is_file():
+            raise ValueError(f"{target} is not a regular file")
+        manifest = json.loads(target.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ValueError(f"{target} is missing: {path} was not written by this tool") from None
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{target} is not JSON ({exc})") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"{target} is not UTF-8 text") from None
+    except (json.JSONDecodeError, RecursionError) as exc:
+        raise ValueError(f"{target} is not JSON ({str(exc)[:80]})") from None
+    problem = _manifest_problem(manifest)
+    if problem:
+        raise ValueError(f"{target} is malformed: {problem}")
+    return manifest
+
+
+def _manifest_problem(m) -> str | None:
+    """What is wrong with a manifest's shape, or ``None``."""
+    if not isinstance(m, dict):
+        return f"it holds a JSON {type(m).__name__}, not an object"
+    for key, kind in (("config", dict), ("run", dict), ("versions", dict), ("complete", bool)):
+        if not isinstance(m.get(key), kind):
+            return f"'{key}' is missing or not a JSON {'object' if kind is dict else 'true/false'}"
+    config, run = m["config"], m["run"]
+    metrics = config.get("metrics")
+    if not isinstance(metrics, list) or not all(isinstance(x, str) for x in metrics):
+        return "config.metrics is not a list of names"
+    total = config.get("pairs_total")
+    if isinstance(total, bool) or not isinstance(total, int) or not 0 <= total <= 10**10:
+        return f"config.pairs_total is {_short(repr(total))}, not a count of pairs"
+    if not isinstance(config.get("pairs_digest"), str):
+        return "config.pairs_digest is not text"
+    shard = run.get("shard")
+    if shard is not None and not (isinstance(shard, list) and len(shard) == 2
+                                  and all(isinstance(x, int) and not isinstance(x, bool) for x in shard)
+                                  and 0 <= shard[0] < shard[1]):
+        return f"run.shard is {_short(repr(shard))}, not [i, n] with 0 ≤ i < n"
+    if not isinstance(run.get("device", ""), str):
+        return "run.device is not text"
+    return None
+
+
+def versions_disagree(a: dict, b: dict, *, device_a: str | None = None, device_b: str | None = None) -> list[str]:
+    """Where two manifests' package versions, weights and devices differ, one text per item
+    (``"torch 2.4.0 vs 2.5.0"``); empty when they agree."""
+    out = []
+    for key in sorted(set(a) | set(b)):
+        if key == "weights":
+            wa, wb = a.get(key) or {}, b.get(key) or {}
+            for name in sorted(set(wa) | set(wb)):
+                if wa.get(name) != wb.get(name):
+                    out.append(f"weights of {name}: {_short(wa.get(name))!r} vs {_short(wb.get(name))!r}")
+        elif a.get(key) != b.get(key):
+            out.append(f"{key} {_short(a.get(key))} vs {_short(b.get(key))}")
+    if device_a != device_b:
+        out.append(f"device {_short(device_a)} vs {_short(device_b)}")
+    return out
 
 
 def final_rows(rows: Iterable[dict], indices: Iterable[int] | None = None) -> list[dict]:
@@ -221,13 +438,23 @@ def final_rows(rows: Iterable[dict], indices: Iterable[int] | None = None) -> li
     return [latest[i] for i in keep]
 
 
-def merge_tables(shards: Sequence[str | os.PathLike[str]], out: str | os.PathLike[str]) -> dict:
+def merge_tables(shards: Sequence[str | os.PathLike[str]], out: str | os.PathLike[str], *,
+                 force: bool = False) -> dict:
     """Merge shard tables into ``out`` (and its manifest, with the summary); returns the manifest.
 
+    Args:
+        shards: the tables of shards ``0 … n−1`` (any order).
+        out: the merged ``.csv``/``.jsonl`` (not one of the shards).
+        force: merge shards whose package versions, weights or device differ; the differences
+            are recorded in the merged manifest's ``run.forced``.
+
     Raises:
-        ValueError: shards of different configurations or pairs, a shard missing, repeated or
-            unfinished, rows missing or repeated, ``out`` among the inputs.
+        ValueError: malformed manifests, shards of different configurations, versions, weights or
+            devices (without ``force``) or pairs, a shard missing, repeated or unfinished, shards
+            of different counts, rows missing, repeated or not the pairs', values a scorer
+            cannot write, ``out`` among the inputs.
     """
+    from .pairs import names_digest
     from .score import summarize  # score imports this module
 
     if not shards:
@@ -237,29 +464,52 @@ def merge_tables(shards: Sequence[str | os.PathLike[str]], out: str | os.PathLik
     table_format(out)
     manifests = [read_manifest(s) for s in shards]
     first = manifests[0]
+    forced: list[str] = []
     for s, m in zip(shards, manifests):
-        if m.get("config") != first.get("config"):
+        if m["config"] != first["config"]:
             raise ValueError(f"{s} was computed under another configuration than {shards[0]}")
-        if not m.get("complete"):
+        if not m["complete"]:
             raise ValueError(f"{s} is unfinished: rerun its shard with --resume first")
-    n = first["run"]["shard"][1] if first["run"].get("shard") else 1
-    ids = sorted(m["run"]["shard"][0] if m["run"].get("shard") else 0 for m in manifests)
-    if ids != list(range(n)) or any((m["run"].get("shard") or [0, 1])[1] != n for m in manifests):
-        raise ValueError(f"merge needs shards 0…{n - 1} of {n} once each, got {ids}")
+        diff = versions_disagree(first["versions"], m["versions"], device_a=first["run"].get("device"),
+                                 device_b=m["run"].get("device"))
+        if diff and not force:
+            raise ValueError(f"{s} was computed with other packages, weights or device than {shards[0]} "
+                             f"({'; '.join(diff[:3])}); rerun it, or pass --force to merge anyway")
+        forced.extend(f"{s}: {d}" for d in diff)
+    counts = {(m["run"].get("shard") or [0, 1])[1] for m in manifests}
+    if len(counts) > 1:
+        what = ", ".join(f"{s} is shard {(m['run'].get('shard') or [0, 1])[0]} of "
+                         f"{(m['run'].get('shard') or [0, 1])[1]}" for s, m in zip(shards, manifests))
+        raise ValueError(f"the tables come from different shardings ({what}): merge the n tables of one --shard i/n run")
+    n = counts.pop()
+    ids = sorted((m["run"].get("shard") or [0, 1])[0] for m in manifests)
+    if ids != list(range(n)):
+        missing = sorted(set(range(n)) - set(ids))
+        repeated = sorted({i for i in ids if ids.count(i) > 1})
+        what = "; ".join(x for x in (f"missing {missing}" if missing else "",
+                                     f"repeated {repeated}" if repeated else "") if x)
+        raise ValueError(f"merge needs shards 0…{n - 1} of {n} once each ({what})")
+    total = first["config"]["pairs_total"]
+    names = list(first["config"]["metrics"])
     columns, rows = None, []
     for s in shards:
         cols, part = read_rows(s)
         if columns is not None and cols != columns:
             raise ValueError(f"{s} has columns {cols}, {shards[0]} has {columns}")
         columns = cols
-        rows.extend(final_rows(part))
+        part = final_rows(part)
+        check_rows(part, names, total=total, where=str(s))
+        rows.extend(part)
     rows.sort(key=lambda r: r["index"])
-    total = first["config"]["pairs_total"]
-    if [r["index"] for r in rows] != list(range(total)):
+    if len(rows) != total or any(r["index"] != i for i, r in enumerate(rows)):
         raise ValueError(f"the shards hold {len(rows)} rows for {total} pairs (some missing or repeated)")
+    if names_digest((r["key"], r["a"], r["b"]) for r in rows) != first["config"]["pairs_digest"]:
+        raise ValueError("the shards' rows do not name the pairs their manifests were computed on "
+                         "(keys or file names differ from the configuration's pairs_digest)")
     write_table(out, columns, rows)
-    names = [c for c in columns if c not in BASE_COLUMNS]
-    manifest = {**first, "run": {**first["run"], "shard": None, "merged_from": [str(s) for s in shards]},
-                "complete": True, "summary": summarize(rows, names)}
+    run = {**first["run"], "shard": None, "merged_from": [str(s) for s in shards]}
+    if forced:
+        run["forced"] = forced
+    manifest = {**first, "run": run, "complete": True, "summary": summarize(rows, names)}
     write_manifest(out, manifest)
     return manifest

@@ -265,9 +265,15 @@ class StudyStore:
             conn.execute(schema_version.insert().values(version=SCHEMA_VERSION))
             return SCHEMA_VERSION
         version = conn.execute(sa.select(schema_version.c.version)).scalar()
-        if version is None or version > SCHEMA_VERSION:
+        if isinstance(version, int) and not isinstance(version, bool) and version > SCHEMA_VERSION:
             raise RuntimeError(f"the study database has schema version {version}; this code knows up to "
                                f"{SCHEMA_VERSION}. Update LPIPS Explorer.")
+        if (not isinstance(version, int) or isinstance(version, bool)
+                or any(v not in UPGRADES for v in range(version, SCHEMA_VERSION))):
+            known = ", ".join(str(v) for v in [*sorted(UPGRADES), SCHEMA_VERSION])
+            raise RuntimeError(f"the study database has schema version {str(version)[:20]!r}, which no version of "
+                               f"LPIPS Explorer wrote (known: {known}): not a study database this code can "
+                               "open or upgrade")
         while version < SCHEMA_VERSION:
             UPGRADES[version](conn)
             version += 1

@@ -1,0 +1,93 @@
+"""Table cells that are safe in a spreadsheet and lossless for any file name.
+
+Every CSV the project writes (the dataset tables of ``python -m lpips_core score``, the pages'
+downloads) goes through these rules; JSON and JSON Lines keep the raw text.
+
+**Formulas.** A spreadsheet runs a cell that starts with ``=``, ``+``, ``-`` or ``@`` (and a
+tab or carriage return can hide one) as a formula: a file named ``=cmd|' -C calc'!A0`` would
+become a command. :func:`neutralise` prefixes such a text cell with an apostrophe (the OWASP
+rule for CSV injection), which spreadsheets read as "this is text". It also prefixes a cell
+that already starts with an apostrophe, so :func:`restore` (drop one leading apostrophe) gives
+back exactly the text that was written, and a table read back is the table written. Numbers
+are not text cells: ``-0.5`` stays a number.
+
+**File names.** On Linux a file name is bytes; the ones that are not UTF-8 reach Python as
+``str`` with lone surrogates (``os.fsdecode``: byte ``0xff`` → ``"\\udcff"``), which cannot
+be written as UTF-8. :func:`escape_name` writes them losslessly in plain text: a byte that is
+not UTF-8 as ``\\xNN`` and a backslash as ``\\\\`` (any other lone surrogate as ``\\uXXXX``);
+every other character is kept, so ordinary names read exactly as they are. The escaped form is
+also how such a name is shown (:func:`display_name`); :func:`unescape_name` inverts it.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+__all__ = ["FORMULA_STARTS", "display_name", "escape_name", "frame_to_csv", "neutralise", "restore", "unescape_name"]
+
+FORMULA_STARTS: tuple[str, ...] = ("=", "+", "-", "@", "\t", "\r")
+"""First characters that make a spreadsheet treat a cell as a formula (OWASP)."""
+
+_ESCAPED = re.compile(r"[\\\ud800-\udfff]")
+_UNESCAPE = re.compile(r"\\(\\|x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4})")
+
+
+def neutralise(text: str) -> str:
+    """``text`` as a CSV cell: prefixed with ``'`` when it starts with one of
+    :data:`FORMULA_STARTS` or with ``'`` itself; otherwise unchanged."""
+    if text and (text.startswith(FORMULA_STARTS) or text[0] == "'"):
+        return "'" + text
+    return text
+
+
+def restore(cell: str) -> str:
+    """The text :func:`neutralise` was given (one leading ``'`` removed)."""
+    return cell[1:] if cell.startswith("'") else cell
+
+
+def _escape_one(match: re.Match) -> str:
+    ch = match.group(0)
+    if ch == "\\":
+        return "\\\\"
+    code = ord(ch)
+    return f"\\x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"\\u{code:04x}"
+
+
+def escape_name(name: str) -> str:
+    """A file name as plain, encodable text: non-UTF-8 bytes as ``\\xNN``, ``\\`` as ``\\\\``."""
+    return _ESCAPED.sub(_escape_one, name)
+
+
+def _unescape_one(match: re.Match) -> str:
+    body = match.group(1)
+    if body == "\\":
+        return "\\"
+    if body[0] == "x":
+        return chr(0xDC00 + int(body[1:], 16))
+    return chr(int(body[1:], 16))
+
+
+def unescape_name(text: str) -> str:
+    """The name :func:`escape_name` was given."""
+    return _UNESCAPE.sub(_unescape_one, text) if "\\" in text else text
+
+
+def display_name(name: str) -> str:
+    """How a file name is shown in messages and tables: :func:`escape_name`'s form."""
+    return escape_name(name)
+
+
+def _cell(value: Any) -> Any:
+    return neutralise(escape_name(value)) if isinstance(value, str) else value
+
+
+def frame_to_csv(frame) -> str:
+    """A pandas ``DataFrame`` as CSV text (no index), every text cell (header included)
+    escaped and neutralised; numbers, booleans and missing values as pandas writes them."""
+    out = frame.copy()
+    out.columns = [_cell(str(c)) for c in out.columns]
+    for col in out.columns:
+        if out[col].dtype == object or str(out[col].dtype) in ("string", "str"):
+            out[col] = out[col].map(_cell)
+    return out.to_csv(index=False)
