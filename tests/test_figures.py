@@ -198,11 +198,17 @@ def test_heatmaps_row_shared_scale():
 
 def test_lin_weight_and_zero_share_bars(alex):
     w = alex.channel_weights[0].cpu().numpy()
-    fig = layers.lin_weight_bars(w, layer_name="relu1", highlight=[3])
-    (bar,) = _traces(fig, "bar")
-    np.testing.assert_allclose(np.asarray(bar.y), w)
-    assert bar.marker.color[3] != bar.marker.color[0]
+    fig = layers.lin_weight_bars(w, layer_name="relu1", highlight=[3, 7])
+    others, top = _traces(fig, "bar")
+    assert (others.name, top.name) == (layers.OTHER_NAME, layers.HIGHLIGHT_NAME) and fig.layout.showlegend
+    assert list(top.x) == [3, 7] and list(others.x) == [c for c in range(w.size) if c not in (3, 7)]
+    np.testing.assert_allclose(np.asarray(top.y), w[[3, 7]])
+    np.testing.assert_allclose(np.asarray(others.y), np.delete(w, [3, 7]))
+    assert top.marker.color != others.marker.color and fig.layout.barmode == "overlay"  # no grouped offsets
     assert f"{(w == 0).mean():.1%}" in fig.layout.title.text
+    (alone,) = _traces(layers.lin_weight_bars(w), "bar")  # nothing highlighted: one trace, no legend
+    np.testing.assert_allclose(np.asarray(alone.y), w)
+    assert not layers.lin_weight_bars(w).layout.showlegend
     shares = [float((x == 0).float().mean()) for x in alex.channel_weights]
     fig = layers.zero_share_bars(alex.layer_names, shares)
     np.testing.assert_allclose(_traces(fig, "bar")[0].y, shares)
@@ -213,6 +219,9 @@ def test_top_channel_bars():
     (bar,) = _traces(fig, "bar")
     assert list(bar.x) == [0.3, 0.1] and list(bar.y) == ["ch 5", "ch 2"]
     assert list(bar.customdata) == pytest.approx([0.6, 0.2])
+    # each label ("60.0%") is drawn past its bar, unclipped, on an axis that leaves room for it
+    assert list(bar.text) == ["60.0%", "20.0%"] and bar.cliponaxis is False
+    assert tuple(fig.layout.xaxis.range) == pytest.approx((0, 0.3 * layers.TEXT_ROOM))
     with pytest.raises(ValueError):
         layers.top_channel_bars([1], [0.1, 0.2], total=1.0)
 
