@@ -142,7 +142,7 @@ def test_conventions_with_an_uploaded_test_image(app, models, tmp_path, monkeypa
     ok(at.switch_page("app_pages/conventions.py").run())
     ref = at.session_state["ref_image"]
     h, w = ref.shape[:2]
-    native = f"native ({w}×{h})"
+    native = f"native ({w}×{h} px)"
     assert any(f"\"native\" below is this size, {w}×{h}" in c.value for c in at.caption)
     ok(at.multiselect(key="conv_nets").set_value(["alex"]).run())
 
@@ -150,7 +150,8 @@ def test_conventions_with_an_uploaded_test_image(app, models, tmp_path, monkeypa
     mine = np.clip(np.kron(rng.random((20, 30, 3)), np.ones((5, 5, 1))), 0, 1).astype(np.float32)  # 100×150 px
     png = image_to_png_bytes(mine)
     ok(at.file_uploader(key="conv_test_file").set_value(("mine.png", png, "image/png")).run())
-    assert any(c.value.startswith(f"The test image is 150×100 px; it was resized to the reference's {w}×{h} px")
+    assert any(c.value.startswith(f"The test image is 150×100 px (width×height); it was resized to the reference's "
+                                  f"{w}×{h} px")
                for c in at.caption)
     assert any(f"against {md_escape('upload: mine.png')}" in c.value for c in at.caption)
     dist = resize(to_tensor(load_image(png).array), (h, w))[0].permute(1, 2, 0).numpy()
@@ -159,7 +160,7 @@ def test_conventions_with_an_uploaded_test_image(app, models, tmp_path, monkeypa
     cells = conventions_grid(ref, dist, get_model=lambda n, v: models(n, v), nets=("alex",))
     assert len(table) == len(cells) and native in set(table["size"]) and "native" not in set(table["size"])
     for c in cells:
-        label = native if c.size_label == "native" else c.size_label
+        label = native if c.size_label == "native" else f"{c.size_label} px"
         r = table[(table["variant"] == c.variant) & (table["size"] == label)].iloc[0]
         assert r["lpips"] == pytest.approx(c.value, rel=1e-5)
         assert r["ratio_to_reference"] == pytest.approx(c.ratio, rel=1e-5)
@@ -168,5 +169,5 @@ def test_conventions_with_an_uploaded_test_image(app, models, tmp_path, monkeypa
     sizes = _chart(at, "conv_size_chart")
     assert [t["name"] for t in sizes["data"]] == ["AlexNet"]
     refs = [c for c in cells if c.is_reference]
-    assert sizes["data"][0]["x"] == [native if c.size_label == "native" else c.size_label for c in refs]
+    assert sizes["data"][0]["x"] == [native if c.size_label == "native" else f"{c.size_label} px" for c in refs]
     np.testing.assert_allclose(_array(sizes["data"][0]["y"]), [c.value for c in refs], rtol=1e-5)
