@@ -14,6 +14,9 @@ through Playwright. Measured, each the median of ``--repeat`` runs (default 3):
   every chart and data grid drawn), and it stays so for 0.5 s (the time it first held is reported).
   A new context has an empty browser cache, so this is what a first-time visitor waits for,
   including the browser loading the code of every kind of element the page shows.
+- ``cold_conventions``: a fresh server (one per repeat) whose first visit is Conventions, until its
+  first grid is drawn (the sidebar's backbone's rows; the others fill in after);
+  ``cold_conventions_done``: until that page is done (every backbone and the successors).
 - ``slider_shift_vs_blur``: one step (→) of Shift vs blur's shift slider, until the rerun has
   finished (each step a new value).
 - ``slider_lab``: one step (→) of the Distortion lab's blur sigma, until the step's answer is
@@ -29,7 +32,7 @@ through Playwright. Measured, each the median of ``--repeat`` runs (default 3):
   ``debug_vgg16_all_checks``: the same upload → every check done (the rerun's end; no target).
 
 Targets on a 2-core CPU (issues 14 and 35): cold ≤ 8 s, new session ≤ 2 s (verdict) and done ≤ 2 s,
-slider ≤ 0.8 s, Debug VGG16 ≤ 5 s. Results go to ``benchmarks/results/latency-<host>.json`` (:func:`machine.host_tag`) (``--out``) and a table is printed.
+Conventions' cold first view ≤ 8 s, slider ≤ 0.8 s, Debug VGG16 ≤ 5 s. Results go to ``benchmarks/results/latency-<host>.json`` (:func:`machine.host_tag`) (``--out``) and a table is printed.
 
     .venv/bin/python benchmarks/latency.py [--quick] [--repeat 3] [--out PATH]
 """
@@ -57,14 +60,16 @@ from machine import cpu_seconds, host_tag, machine_info  # noqa: E402  (benchmar
 
 OUT = REPO / "benchmarks" / "results" / f"latency-{host_tag()}.json"
 LOGS = REPO / "test-output" / "latency"
-TARGETS = {"cold_first_load": 8.0, "new_session": 2.0, "new_session_done": 2.0, "slider_shift_vs_blur": 0.8,
-           "slider_lab": 0.8, "debug_vgg16": 5.0}
+TARGETS = {"cold_first_load": 8.0, "new_session": 2.0, "new_session_done": 2.0, "cold_conventions": 8.0,
+           "slider_shift_vs_blur": 0.8, "slider_lab": 0.8, "debug_vgg16": 5.0}
 #: How long the page must stay done before it counts as done (s).
 DONE_QUIET_S = 0.5
 #: The default page's verdict (a Markdown paragraph that starts with it).
 VERDICT_JS = """() => { const m = document.querySelector("[data-testid='stMain']");
   return !!m && m.innerText.includes("Verdict"); }"""
 RUNS_JS = "() => window.__stRuns || 0"
+#: Conventions' first grid drawn (a Plotly chart in the page).
+GRID_JS = """() => !!document.querySelector("[data-testid='stMain'] [data-testid='stPlotlyChart'] .main-svg")"""
 
 
 def start(log_path: Path, timeout: float = 120.0) -> tuple[Server, float]:
@@ -122,6 +127,20 @@ def timed_visit(browser, server: Server, path: str = "") -> tuple[float, float, 
     done = wait_done(ap.page, t0)
     ap.settle(quiet_ms=800)
     return elapsed, done, ap
+
+
+def conventions_first_view(browser, server: Server) -> tuple[float, float]:
+    """A fresh server's first visit, to Conventions: seconds to its first grid drawn, and to done."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    try:
+        ap = AppPage(context.new_page(), server, timeout=600)
+        t0 = time.perf_counter()
+        ap.page.goto(server.page_url("conventions"), wait_until="commit")
+        ap.page.wait_for_function(GRID_JS, polling=20)
+        first = time.perf_counter() - t0
+        return first, wait_done(ap.page, t0, timeout=600)
+    finally:
+        context.close()
 
 
 def browser_pids() -> list[int]:
@@ -223,12 +242,20 @@ def measure(repeat: int) -> tuple[dict[str, list[float]], dict[str, list[dict]]]
     from playwright.sync_api import sync_playwright
 
     out: dict[str, list[float]] = {k: [] for k in ("server_start", *TARGETS, "cold_first_load_done",
-                                                   "slider_lab_all", "debug_vgg16_all_checks")}
+                                                   "cold_conventions_done", "slider_lab_all",
+                                                   "debug_vgg16_all_checks")}
     cpu: dict[str, list[dict]] = {"slider_shift_vs_blur": [], "slider_lab": []}
     with sync_playwright() as pw:
         browser = pw.chromium.launch(**launch_options())
         try:
             for i in range(repeat):
+                server, _ = start(LOGS / f"server-conventions-{i}.log")
+                try:
+                    first, done = conventions_first_view(browser, server)
+                    out["cold_conventions"].append(_note("Conventions, cold: first grid", first))
+                    out["cold_conventions_done"].append(_note("Conventions, cold: page done", done))
+                finally:
+                    server.stop()
                 server, started = start(LOGS / f"server-{i}.log")
                 try:
                     out["server_start"].append(_note("server start", started))
