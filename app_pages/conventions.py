@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import time
 
 import numpy as np
 import pandas as pd
@@ -18,6 +19,9 @@ from lpips_core.sweeps import (VARIANT_NOTES, VARIANTS, conventions_grid, grid_r
                                metric_grid_rows)
 
 SIZES = (None, 64, 128, 224, 256)
+#: Scoring time (s) after which the first backbone's rows are drawn before the others are scored
+#: (below it, they were read from the cache: the whole grid is drawn at once).
+STAGE_AFTER_S = 0.5
 SUCCESSOR_SIZES = (None, 64, 256)
 
 
@@ -46,9 +50,16 @@ def uploaded_test(data: bytes, name: str, shape: tuple[int, int]) -> tuple[np.nd
     return np.ascontiguousarray(arr), own
 
 
-def with_native_size(cells: list, label: str) -> list:
-    """The cells with ``"native"`` spelled out as the pixel size scored (``"native (256×192)"``)."""
-    return [dataclasses.replace(c, size_label=label) if c.size_label == "native" else c for c in cells]
+def in_order(by_net: dict[str, list]) -> list:
+    """The cells of the backbones scored so far, in the multiselect's order (the grid's rows)."""
+    return [c for n in chosen if n in by_net for c in by_net[n]]
+
+
+def with_size(cells: list, size: int | None) -> list:
+    """The cells of one size with that size written as the app writes sizes: ``"64×64 px"``, and
+    ``"native"`` spelled out as the pixel size scored (``"native (256×192 px)"``)."""
+    label = NATIVE if size is None else ui.size_text(size, size)
+    return [dataclasses.replace(c, size_label=label) for c in cells]
 
 
 st.title("Conventions")
@@ -60,7 +71,7 @@ st.markdown(
 
 ref, ref_name, dist, source = ui.current_pair()
 H, W = ref.shape[:2]
-NATIVE = f"native ({W}×{H})"  # width × height, the size the "native" column is scored at
+NATIVE = f"native ({ui.size_text(W, H)})"  # the size the "native" column is scored at
 up = st.file_uploader("Your own test image (optional; scored against the sidebar's reference)", type=ui.UPLOAD_TYPES,
                       key="conv_test_file")
 if up is not None:
@@ -71,10 +82,11 @@ if up is not None:
     else:
         source = f"upload: {up.name}"
         if (th, tw) != (H, W):
-            st.caption(f"The test image is {tw}×{th} px; it was resized to the reference's {W}×{H} px "
+            st.caption(f"The test image is {ui.size_text(tw, th, labelled=True)}; it was resized to the "
+                       f"reference's {ui.size_text(W, H)} "
                        "(bilinear, antialiased) so the two can be compared pixel for pixel.")
-st.caption(f"Pair: {ui.md_escape(ref_name)} ({W}×{H} px, width×height) against "
-           f"{ui.md_escape(source)}. \"native\" below is this size, {W}×{H}: the reference as loaded at the "
+st.caption(f"Pair: {ui.md_escape(ref_name)} ({ui.size_text(W, H, labelled=True)}) against "
+           f"{ui.md_escape(source)}. \"native\" below is this size, {ui.size_text(W, H)}: the reference as loaded at the "
            "sidebar's working size.")
 c1, c2 = st.columns(2)
 c1.image(ref, caption="reference", clamp=True, width="stretch")
@@ -94,21 +106,36 @@ def lpips_grid() -> None:
         st.info("Choose at least one backbone.")
         return
 
-    cells = []
-    bar = st.progress(0.0, text="Scoring the grid…")
-    pieces = [(net, size) for net in chosen for size in SIZES]
-    for k, (net, size) in enumerate(pieces):
+    # The sidebar's backbone first: its rows are drawn as soon as they are scored, and the grid fills in
+    # as the others (VGG16 is ten times AlexNet's work) are scored below it.
+    first = [n for n in chosen if n == ui.app_config().net] or chosen[:1]
+    order = first + [n for n in chosen if n not in first]
+    chart, bar = st.empty(), st.progress(0.0, text="Scoring the grid…")
+    by_net: dict[str, list] = {}
+    started, done = time.monotonic(), 0
+    for i, net in enumerate(order):
         models = {"0.1": ui.get_model(net, "0.1", True, quiet=True), "0.0": ui.get_model(net, "0.0", True, quiet=True)}
         if any(m is None for m in models.values()):
+            done += len(SIZES)
             continue
-        bar.progress(k / len(pieces), text=f"{ui.NET_LABELS[net]} at {NATIVE if size is None else f'{size}×{size}'}…")
-        cells += with_native_size(grid_piece(ref, dist, net, size, models), NATIVE)
+        for size in SIZES:
+            bar.progress(done / (len(order) * len(SIZES)),
+                         text=f"{ui.NET_LABELS[net]} at {NATIVE if size is None else ui.size_text(size, size)}…")
+            by_net.setdefault(net, []).extend(with_size(grid_piece(ref, dist, net, size, models), size))
+            done += 1
+        rest = [ui.NET_LABELS[n] for n in order[i + 1:]]
+        if rest and by_net and time.monotonic() - started > STAGE_AFTER_S:  # scoring, not reading the cache
+            with chart.container():
+                st.plotly_chart(conventions_heatmap(in_order(by_net), net_labels=ui.NET_LABELS))
+                st.caption(f"{' and '.join(rest)}: being scored (below); the grid gains its rows when done.")
     bar.empty()
+    cells = in_order(by_net)
     if not cells:
+        chart.empty()
         st.warning("No backbone could be scored.")
         return
 
-    st.plotly_chart(conventions_heatmap(cells, net_labels=ui.NET_LABELS), key="conv_heatmap")
+    chart.plotly_chart(conventions_heatmap(cells, net_labels=ui.NET_LABELS), key="conv_heatmap")
     st.caption("Colour: log₂ of the ratio to the reference (★, white = agrees; red = larger, blue = smaller). "
                "Each cell shows the ratio and the LPIPS value; hover for the explanation.")
     st.markdown("**LPIPS against the size it is computed at** (the correct convention, each backbone):")
@@ -122,8 +149,9 @@ def lpips_grid() -> None:
     st.caption("The same pair at different sizes: " + "; ".join(spans) + ". A score is comparable only at a stated size.")
 
     st.subheader("What each variant models")
-    st.dataframe(pd.DataFrame({"variant": list(VARIANTS), "the mistake it models": [VARIANT_NOTES[v] for v in VARIANTS]}),
-                 hide_index=True, key="conv_notes")
+    # A table that wraps its text: every note reads whole at 1024 px with the sidebar open.
+    st.table(pd.DataFrame({"variant": list(VARIANTS), "the mistake it models": [VARIANT_NOTES[v] for v in VARIANTS]})
+             .set_index("variant"))
 
     table = pd.DataFrame(grid_rows(cells))
     with st.expander("All values"):
@@ -148,7 +176,7 @@ def successors_grid() -> None:
         info = metric_registry.METRICS[metric]
         rows.append({"metric": ui.successor_label(sid), "expects": metric_registry.correct_convention(metric),
                      "paper": info.reference, "what it changes": info.summary})
-    st.dataframe(pd.DataFrame(rows), hide_index=True, key="conv_succ_expect")
+    st.table(pd.DataFrame(rows).set_index("metric"))  # wraps its text: every row reads whole
     if not picked:
         st.info("Choose a successor metric above to see what a wrong convention does to it.")
         return
@@ -161,8 +189,8 @@ def successors_grid() -> None:
     for k, (sid, size) in enumerate(pieces):
         metric, net = ui.SUCCESSORS[sid]
         bar.progress(k / len(pieces), text=f"{ui.successor_label(sid)} at "
-                                            f"{NATIVE if size is None else f'{size}×{size}'}…")
-        cells += with_native_size(successor_piece(ref, dist, metric, net, size, models[sid]), NATIVE)
+                                            f"{NATIVE if size is None else ui.size_text(size, size)}…")
+        cells += with_size(successor_piece(ref, dist, metric, net, size, models[sid]), size)
     bar.empty()
     labels = {sid: ui.successor_label(sid) for sid in models}
     st.plotly_chart(conventions_heatmap(cells, net_labels=labels, value_name="distance"), key="conv_succ_heatmap")

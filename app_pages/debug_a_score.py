@@ -7,6 +7,7 @@ import io
 import math
 import threading
 import time
+import weakref
 from collections import OrderedDict
 
 import pandas as pd
@@ -53,6 +54,22 @@ def _finished() -> tuple[OrderedDict, threading.Lock]:
     return OrderedDict(), threading.Lock()
 
 
+@st.cache_resource(show_spinner=False)
+def _shown() -> weakref.WeakKeyDictionary:
+    """Each finished diagnosis's two images as PNG data URLs (encoded once, not on every rerun)."""
+    return weakref.WeakKeyDictionary()
+
+
+def pair_images(diag: Diagnosis) -> tuple[str, str]:
+    """The reference and the test as compared, as PNG data URLs (:func:`ui.png_data_url`): exact
+    pixels, and no media file for a replaced upload's rerun to leave the browser asking for (a 404
+    for the old image in the browser's console)."""
+    shown = _shown()
+    if diag not in shown:
+        shown[diag] = (ui.png_data_url(diag.reference), ui.png_data_url(diag.test))
+    return shown[diag]
+
+
 def run(ref_data: bytes, ref_name: str, test_data: bytes, test_name: str, resolution: str, working_side: int,
         method: str, net: str, version: str, lin: bool, model, progress) -> Diagnosis | str:
     """:func:`diagnose_files` on the two files as uploaded (``progress`` sees the score first, then each
@@ -82,28 +99,41 @@ def run(ref_data: bytes, ref_name: str, test_data: bytes, test_name: str, resolu
 def score_row(diag: Diagnosis, net_label: str) -> None:
     """The pair's LPIPS, MSE, PSNR and SSIM in one row of metrics, and where the pair was scored."""
     size = diag.native_size
-    (rh, rw), (th, tw), (sh, sw) = size["reference_hw"], size["test_hw"], size["scored_hw"]
+    scored, ref_hw, test_hw = size["scored_hw"], size["reference_hw"], size["test_hw"]
     m = st.columns(4)
     m[0].metric(f"LPIPS ({net_label})", f"{diag.score:.4f}")
-    m[1].metric("MSE", f"{diag.classic['mse']:.5f}")
+    m[1].metric("MSE", ui.significant(diag.classic["mse"]), help="Mean squared error on the [0, 1] pixel scale.")
     m[2].metric("PSNR (dB)", ui.fmt(diag.classic["psnr"], 2))
     m[3].metric("SSIM", "n/a" if not math.isfinite(diag.classic["ssim"]) else f"{diag.classic['ssim']:.4f}")
     c = diag.config  # the model that gave these numbers, which a reader of the score needs
     st.caption(f"Scored with {ui.NET_LABELS.get(c['net'], c['net'])}, v{c['version']}, "
-               f"{'lin' if c['lin'] else 'baseline (uncalibrated)'}, at {sh}×{sw} px (H×W); the reference file is "
-               f"{rh}×{rw} px, the test file {th}×{tw} px. Offsets are in the reference file's pixels.")
+               f"{'lin' if c['lin'] else 'baseline (uncalibrated)'}, at {ui.size_hw(scored, labelled=True)}; the "
+               f"reference file is {ui.size_hw(ref_hw)}, the test file {ui.size_hw(test_hw)}. Offsets are in the "
+               "reference file's pixels.")
+
+
+#: The summary's columns: what each check would change, in numbers (the findings are in the cards below).
+SUMMARY_COLUMNS = ("status", "what if", "LPIPS as is", "LPIPS what if", "change")
 
 
 def summary_frame(diag: Diagnosis) -> pd.DataFrame:
-    """The ranked findings, one row per check run so far."""
-    return pd.DataFrame([{"id": f.check_id, "check": f.name, "status": f.status, "finding": f.finding,
-                          "what if": f.counterfactual or "—", "score as is": f.as_is,
-                          "counterfactual score": f.score, "change": f.change} for f in diag.ranking])
+    """The ranked findings, one row per check run so far, indexed by the check's name: the
+    counterfactual that moves the score most, the score it is compared with, the score it gives and
+    the change (``NaN`` where a check computed none)."""
+    return pd.DataFrame(
+        [{"check": f.name, "status": f.status, "what if": f.counterfactual or "—", "LPIPS as is": f.as_is,
+          "LPIPS what if": f.score, "change": f.change} for f in diag.ranking],
+        columns=("check", *SUMMARY_COLUMNS)).astype({c: float for c in SUMMARY_COLUMNS[2:]}).set_index("check")
 
 
-SUMMARY_COLUMNS = ("check", "status", "finding", "what if", "score as is", "counterfactual score", "change")
-SUMMARY_FORMAT = {c: st.column_config.NumberColumn(format="%.4f")
-                  for c in ("score as is", "counterfactual score", "change")}
+def summary_table(frame: pd.DataFrame) -> None:
+    """The summary as a table that wraps its text (it fits the page at any width, so every number
+    shows): scores to 4 decimals, the change signed (``0``, never ``-0.0000``), ``—`` for none."""
+    styled = frame.style.format({"LPIPS as is": "{:.4f}", "LPIPS what if": "{:.4f}"}, na_rep="—").format(
+        lambda v: ui.signed(v, 4), subset=["change"], na_rep="—")
+    st.table(styled)
+
+
 CHECK_NAMES = {spec.id: spec.name for spec in CHECKS}
 
 
@@ -117,8 +147,7 @@ def show_partial(box, diag: Diagnosis, net_label: str) -> None:
                 "the pair again under a counterfactual (another size, range, background, alignment…), so the "
                 "ranking fills in over the next seconds.", icon=":material/hourglass_top:")
         if diag.ranking:
-            st.dataframe(summary_frame(diag), hide_index=True, column_order=SUMMARY_COLUMNS,
-                         column_config=SUMMARY_FORMAT)
+            summary_table(summary_frame(diag))
 
 
 st.title("Debug a score")
@@ -196,12 +225,15 @@ score_row(diag, net_label)
 if diag.native_size["downscaled"]:
     st.info(f"A file is larger than {diag.native_size['max_side']} px on its longer side: both were downscaled "
             "to score them (the checks still read the files at full size).", icon=":material/photo_size_select_large:")
-st.dataframe(summary_frame(diag), hide_index=True, key="dbg_summary", column_order=SUMMARY_COLUMNS,
-             column_config=SUMMARY_FORMAT)
+summary_table(summary_frame(diag))
+st.caption("Change: the score the check's counterfactual gives (what if) minus the score it is compared with (as "
+           "is: the pair's score, or for the misalignment check the score of the central crop both are cut to). "
+           "Each check's finding and numbers are below, in the same order.")
 i1, i2 = st.columns(2)
-i1.image(diag.reference, caption="reference", clamp=True, width="stretch")
+shown_ref, shown_test = pair_images(diag)
+i1.image(shown_ref, caption="reference", width="stretch")
 i1.caption(ui.md_escape(ref_name))
-i2.image(diag.test, caption="test, as compared", clamp=True, width="stretch")
+i2.image(shown_test, caption="test, as compared", width="stretch")
 i2.caption(ui.md_escape(test_name))
 for which, facts in diag.facts.items():
     for notice in facts["notices"]:
@@ -214,14 +246,13 @@ for check in sorted(diag.checks, key=lambda c: [f.check_id for f in diag.ranking
         st.markdown(ui.md_escape(check.finding))
         st.markdown("*Effect on the score:* " + ui.md_escape(check.effect))
         if check.id == "size":
-            st.dataframe(pd.DataFrame([{"choice": o.label, "size (H×W)": f"{o.size[0]}×{o.size[1]}",
-                                        "LPIPS": o.lpips, "note": o.note} for o in diag.resize_options]),
-                         hide_index=True, key="dbg_resize_table",
-                         column_config={"LPIPS": st.column_config.NumberColumn(format="%.4f")})
+            st.table(pd.DataFrame([{"choice": o.label, "compared at": ui.size_hw(o.size), "LPIPS": o.lpips,
+                                    "note": o.note} for o in diag.resize_options]).set_index("choice")
+                     .style.format({"LPIPS": "{:.4f}"}))
 
 with st.expander("File facts"):
     facts = pd.DataFrame({k: {f: str(v) for f, v in d.items() if f != "notices"} for k, d in diag.facts.items()})
-    st.dataframe(facts, key="dbg_facts")
+    st.table(facts)
 
 st.subheader("Where the distance comes from")
 c1, c2 = st.columns([3, 2])
@@ -237,5 +268,6 @@ report = build_report(diag, versions=library_versions({"streamlit": st.__version
                       extra_config={"working max side (px)": max_side, "scored at": resolution,
                                     "reference file": ref_name,
                                     "test file": test_name})
-st.download_button("Download the report (JSON)", report_json(report), file_name="lpips_debug_report.json",
-                   mime="application/json", key="dbg_json")
+# Encoded when clicked (a callable): no file is kept in the server's media store between reruns.
+st.download_button("Download the report (JSON)", lambda: report_json(report), file_name="lpips_debug_report.json",
+                   mime="application/json", key="dbg_json", on_click="ignore")

@@ -136,7 +136,8 @@ def _headline(net: str, how: str, answer: dict | None, classic: dict[str, float]
         c1.metric(f"LPIPS · {label}", f"{answer['total']:.4f}",
                   help=f"The sidebar's backbone, {how}. Every backbone is in the table below.")
     psnr, ssim = classic["PSNR (dB)"], classic["SSIM"]
-    c2.metric("MSE", f"{classic['MSE']:.2f}", help="Mean squared error in 0–255 pixel units.")
+    c2.metric("MSE", ui.significant(classic["MSE"]), help="Mean squared error on the [0, 1] pixel scale, to two "
+              "significant digits (the table below has more).")
     c3.metric("PSNR", "∞" if math.isinf(psnr) else f"{psnr:.2f} dB")
     c4.metric("SSIM", f"{ssim:.4f}" if math.isfinite(ssim) else "—",
               help=None if math.isfinite(ssim) else "The image is too small for SSIM's window.")
@@ -146,6 +147,9 @@ def _map_label(key: str) -> str:
     return ui.NET_LABELS[key] if key in ui.NET_LABELS else ui.successor_label(key)
 
 
+#: The metrics table's values: significant digits, so a small MSE never reads as zero.
+VALUE_HELP = ("Four significant digits (MSE on the [0, 1] pixel scale, PSNR in dB); the CSV download has every "
+              "digit.")
 SUCCESSOR_NOTES = {"stlpips": "shift-tolerant checkpoint, inputs in [-1,1]", "dists": "inputs in [0,1]"}
 
 
@@ -160,7 +164,8 @@ def lab() -> None:
     ref, ref_name = ui.reference()
     cfg = ui.app_config()
     how = f"v{cfg.version}, {'lin' if cfg.lin else 'baseline'}"  # the sidebar's LPIPS version and head
-    st.caption(f"Reference: {ui.md_escape(ref_name)} · {ref.shape[0]}×{ref.shape[1]} px · LPIPS {how} (sidebar)")
+    st.caption(f"Reference: {ui.md_escape(ref_name)} · {ui.size_hw(ref.shape[:2], labelled=True)} · LPIPS {how} "
+               "(sidebar)")
 
     st.subheader("The chain")
     steps = ss[LAB_STEPS]
@@ -236,8 +241,12 @@ def lab() -> None:
                 rows.append({"metric": ui.successor_label(sid), "value": succ_results[sid]["total"],
                              "note": SUCCESSOR_NOTES[metric]})
     table = pd.DataFrame(rows)
+    # Widths in the proportions the texts need (the grid stretches them to the page): at 1024 px with the
+    # sidebar open every label and note shows whole.
     st.dataframe(table, hide_index=True, key="lab_metrics",
-                 column_config={"value": st.column_config.NumberColumn(format="%.5f")})
+                 column_config={"metric": st.column_config.TextColumn(width=150),
+                                "value": st.column_config.NumberColumn(format="%.4g", help=VALUE_HELP, width=80),
+                                "note": st.column_config.TextColumn(width=320)})
     missing = [ui.NET_LABELS[n] for n in ui.NET_LABELS if n not in results]
     if missing:
         st.caption(f"Unavailable here: {', '.join(missing)} — see the sidebar's backbone list for the reason and fix.")

@@ -19,6 +19,10 @@ from lpips_explorer.figures.layers import (
 from lpips_explorer.toy_layer import toy_layer
 
 TOP_K = 10
+#: The toy table's angle on the "mean of all nine" row, which has no single angle.
+NO_ANGLE = "—"
+ANGLE_HELP = ("The angle between the two unit vectors at that position; none on the mean row, since d_l averages "
+              "the nine terms, not the angles.")
 
 
 @st.cache_data(show_spinner=False, max_entries=2)
@@ -44,16 +48,22 @@ st.plotly_chart(toy_arrows(toy), key="ial_toy_arrows")
 st.caption("Blue: the reference's unit vectors; red: the distorted image's. Under each pair: the weighted "
            "term, and in grey the unweighted one (2 − 2 cos θ).")
 st.plotly_chart(toy_terms(toy), key="ial_toy_terms")
+# One type per column: the angle as text, "—" on the mean row, which has no single angle (d_l averages
+# the nine terms, not the angles; 2 − 2 cos of the mean angle is not the mean term).
 numbers = pd.DataFrame([
-    {"position": "bottom right", "angle (°)": toy.angles[2, 2], "unweighted": toy.terms_unweighted[2, 2],
+    {"position": "bottom right", "angle (°)": f"{toy.angles[2, 2]:.0f}", "unweighted": toy.terms_unweighted[2, 2],
      "weighted": toy.terms[2, 2]},
-    {"position": "centre", "angle (°)": toy.angles[1, 1], "unweighted": toy.terms_unweighted[1, 1],
+    {"position": "centre", "angle (°)": f"{toy.angles[1, 1]:.0f}", "unweighted": toy.terms_unweighted[1, 1],
      "weighted": toy.terms[1, 1]},
-    {"position": "mean of all nine = d_l", "angle (°)": np.nan, "unweighted": toy.d_l_unweighted,
+    {"position": "mean of all nine = d_l", "angle (°)": NO_ANGLE, "unweighted": toy.d_l_unweighted,
      "weighted": toy.d_l},
 ])
 st.dataframe(numbers, hide_index=True, key="ial_toy_numbers",
-             column_config={c: st.column_config.NumberColumn(format="%.3f") for c in ("unweighted", "weighted")})
+             column_config={"angle (°)": st.column_config.TextColumn(help=ANGLE_HELP),
+                            **{c: st.column_config.NumberColumn(format="%.3f") for c in ("unweighted", "weighted")}})
+st.caption(f"Angle: between the reference's and the distorted image's vector at that position. The mean row has "
+           f"none ({NO_ANGLE}): d_l is the mean of the nine terms, and the angles are not averaged (the nine lie "
+           f"between {toy.angles.min():.0f}° and {toy.angles.max():.0f}°).")
 st.markdown(
     f"Bottom right the vectors point along channel 1 and channel 2: the difference is (1, −1), weighted "
     f"(1, {w2:g}), so the term is 1 + {w2 ** 2:.4g} = **{toy.terms[2, 2]:.3f}** (unweighted "
@@ -70,8 +80,7 @@ if model is None:
     st.info("Choose an available backbone in the sidebar to look inside the real network.")
     st.stop()
 ref, ref_name, dist, source = ui.current_pair()
-st.caption(f"{ui.NET_LABELS[cfg.net]} ({cfg.label}) on {ui.md_escape(ref_name)} against "
-           f"{ui.md_escape(source)}.")
+st.caption(f"Model: {cfg.label} (sidebar). Pair: {ui.md_escape(ref_name)} against {ui.md_escape(source)}.")
 with st.spinner("Running the pair through the network…"):
     b = breakdown(ref, dist, cfg.net, cfg.version, cfg.lin, model)
 
@@ -84,8 +93,9 @@ contrib = b.contributions[li]
 order = np.argsort(contrib)[::-1]
 d_l = float(b.per_layer[li])
 
+grid = ui.size_hw(feats_x.shape[1:], unit="")  # positions, width × height as the app writes sizes
 summary = pd.DataFrame([{
-    "layer": layer, "channels": feats_x.shape[0], "grid (H×W)": f"{feats_x.shape[1]}×{feats_x.shape[2]}",
+    "layer": layer, "channels": feats_x.shape[0], "grid (width×height)": grid,
     "d_l": d_l, "share of LPIPS": d_l / b.total if b.total else 0.0, "LPIPS": b.total,
 }])
 st.dataframe(summary, hide_index=True, key="ial_layer_summary",
@@ -97,19 +107,19 @@ channel = st.selectbox(
     "Channel (ordered by its contribution to this pair's d_l)", [int(c) for c in order], key="ial_channel",
     format_func=lambda c: f"channel {c}: {contrib[c] / d_l:.1%} of d_l" if d_l else f"channel {c}",
 )
-f1, f2 = st.columns([2, 1])
-f1.plotly_chart(heatmaps_row({f"reference, channel {channel}": feats_x[channel],
-                              f"distorted, channel {channel}": feats_y[channel]},
+f1, f2 = st.columns([3, 2])  # the Δ panel wide enough for its title at 1024 px with the sidebar open
+# Short panel titles (the channel is in the caption): three panels share 1024 px with the sidebar open.
+f1.plotly_chart(heatmaps_row({"reference": feats_x[channel], "distorted": feats_y[channel]},
                              value_name="unit-normalised activation"), key="ial_features")
 f2.plotly_chart(heatmaps_row({"Δ = reference − distorted": feats_x[channel] - feats_y[channel]},
                              colorscale="RdBu_r", zmid=0.0, value_name="Δ"), key="ial_feature_diff")
-st.caption("Unit-normalised activations: at each position the vector over all channels has length 1, "
-           "so a channel's value is its share of the direction there.")
+st.caption(f"Channel {channel} of {layer}, unit-normalised activations: at each position the vector over all "
+           "channels has length 1, so a channel's value is its share of the direction there.")
 
 st.plotly_chart(heatmaps_row({f"{layer}: per-position term (mean = d_l = {d_l:.4f})": b.term_maps[li]},
                              colorscale="Inferno", value_name="term", height=360), key="ial_term_map")
 st.caption(f"The weighted squared difference of the normalised features at the layer's native "
-           f"{feats_x.shape[1]}×{feats_x.shape[2]} grid, before the spatial mean.")
+           f"{grid} grid (width×height), before the spatial mean.")
 
 w_model = model if cfg.lin else ui.get_model(lin=True, quiet=True)
 weights = None if w_model is None else [w.detach().cpu().numpy().ravel() for w in w_model.channel_weights]

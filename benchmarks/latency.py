@@ -6,8 +6,17 @@ through Playwright. Measured, each the median of ``--repeat`` runs (default 3):
 
 - ``cold_first_load``: a fresh server (one per repeat), the first visit to the default page until
   its verdict is visible (navigation start → "Verdict" in the page); ``server_start`` beside it
-  (process start → ``/_stcore/health`` ok).
-- ``new_session``: a new browser context on that warm server, until the verdict is visible.
+  (process start → ``/_stcore/health`` ok); ``cold_first_load_done``: the same visit until the
+  page is done (below).
+- ``new_session``: a new browser context on that warm server, until the verdict is visible;
+  ``new_session_done``: until the page is done: the run finished and nothing is left to draw
+  (``PAGE_DONE_JS``: no running indicator, spinner, skeleton or stale element, every image loaded,
+  every chart and data grid drawn), and it stays so for 0.5 s (the time it first held is reported).
+  A new context has an empty browser cache, so this is what a first-time visitor waits for,
+  including the browser loading the code of every kind of element the page shows.
+- ``cold_conventions``: a fresh server (one per repeat) whose first visit is Conventions, until its
+  first grid is drawn (the sidebar's backbone's rows; the others fill in after);
+  ``cold_conventions_done``: until that page is done (every backbone and the successors).
 - ``slider_shift_vs_blur``: one step (→) of Shift vs blur's shift slider, until the rerun has
   finished (each step a new value).
 - ``slider_lab``: one step (→) of the Distortion lab's blur sigma, until the step's answer is
@@ -22,8 +31,8 @@ through Playwright. Measured, each the median of ``--repeat`` runs (default 3):
   shows the score, MSE/PSNR/SSIM first and fills in the ranked checks as they finish);
   ``debug_vgg16_all_checks``: the same upload → every check done (the rerun's end; no target).
 
-Targets on a 2-core CPU (issue 14): cold ≤ 8 s, new session ≤ 2 s, slider ≤ 0.8 s, Debug VGG16
-≤ 5 s. Results go to ``benchmarks/results/latency-<host>.json`` (:func:`machine.host_tag`) (``--out``) and a table is printed.
+Targets on a 2-core CPU (issues 14 and 35): cold ≤ 8 s, new session ≤ 2 s (verdict) and done ≤ 2 s,
+Conventions' cold first view ≤ 8 s, slider ≤ 0.8 s, Debug VGG16 ≤ 5 s. Results go to ``benchmarks/results/latency-<host>.json`` (:func:`machine.host_tag`) (``--out``) and a table is printed.
 
     .venv/bin/python benchmarks/latency.py [--quick] [--repeat 3] [--out PATH]
 """
@@ -45,17 +54,22 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
-from e2e.driver import FIRST_METRIC_JS, IDLE, AppPage, Server, _health, free_port, launch_options  # noqa: E402
+from e2e.driver import (FIRST_METRIC_JS, IDLE, PAGE_DONE_JS, AppPage, Server, _health, free_port,  # noqa: E402
+                        launch_options)
 from machine import cpu_seconds, host_tag, machine_info  # noqa: E402  (benchmarks/machine.py)
 
 OUT = REPO / "benchmarks" / "results" / f"latency-{host_tag()}.json"
 LOGS = REPO / "test-output" / "latency"
-TARGETS = {"cold_first_load": 8.0, "new_session": 2.0, "slider_shift_vs_blur": 0.8, "slider_lab": 0.8,
-           "debug_vgg16": 5.0}
+TARGETS = {"cold_first_load": 8.0, "new_session": 2.0, "new_session_done": 2.0, "cold_conventions": 8.0,
+           "slider_shift_vs_blur": 0.8, "slider_lab": 0.8, "debug_vgg16": 5.0}
+#: How long the page must stay done before it counts as done (s).
+DONE_QUIET_S = 0.5
 #: The default page's verdict (a Markdown paragraph that starts with it).
 VERDICT_JS = """() => { const m = document.querySelector("[data-testid='stMain']");
   return !!m && m.innerText.includes("Verdict"); }"""
 RUNS_JS = "() => window.__stRuns || 0"
+#: Conventions' first grid drawn (a Plotly chart in the page).
+GRID_JS = """() => !!document.querySelector("[data-testid='stMain'] [data-testid='stPlotlyChart'] .main-svg")"""
 
 
 def start(log_path: Path, timeout: float = 120.0) -> tuple[Server, float]:
@@ -79,21 +93,54 @@ def start(log_path: Path, timeout: float = 120.0) -> tuple[Server, float]:
     return server, time.perf_counter() - t0
 
 
-def timed_visit(browser, server: Server, path: str = "") -> tuple[float, AppPage]:
+def wait_done(page, t0: float, *, quiet: float = DONE_QUIET_S, timeout: float = 300.0) -> float:
+    """Seconds from ``t0`` (``time.perf_counter``) until the page is done (``PAGE_DONE_JS``) and stays
+    done for ``quiet`` seconds; the moment it first held is reported, not the end of the wait."""
+    since = None
+    while True:
+        now = time.perf_counter()
+        if page.evaluate(PAGE_DONE_JS):
+            since = now if since is None else since
+            if now - since >= quiet:
+                return since - t0
+        else:
+            since = None
+        if now - t0 > timeout:
+            raise TimeoutError(f"the page was not done within {timeout:.0f} s")
+        page.wait_for_timeout(20)
+
+
+def timed_visit(browser, server: Server, path: str = "") -> tuple[float, float, AppPage]:
     """A new context on ``path``: seconds from navigation to the verdict (or, off the default
-    page, to the first finished run); the page is left open for more steps."""
+    page, to the first finished run), and to the page done (:func:`wait_done`); the page is left
+    open for more steps."""
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
     ap = AppPage(context.new_page(), server, timeout=300)
     t0 = time.perf_counter()
     ap.page.goto(server.page_url(path), wait_until="commit")
     if path in ("", "shift_vs_blur"):
-        ap.page.wait_for_function(VERDICT_JS, polling=50)
+        ap.page.wait_for_function(VERDICT_JS, polling=20)
     else:
         ap.page.wait_for_selector(IDLE, state="attached")
-        ap.page.wait_for_function("() => (window.__stRuns || 0) > 0", polling=50)
+        ap.page.wait_for_function("() => (window.__stRuns || 0) > 0", polling=20)
     elapsed = time.perf_counter() - t0
+    done = wait_done(ap.page, t0)
     ap.settle(quiet_ms=800)
-    return elapsed, ap
+    return elapsed, done, ap
+
+
+def conventions_first_view(browser, server: Server) -> tuple[float, float]:
+    """A fresh server's first visit, to Conventions: seconds to its first grid drawn, and to done."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    try:
+        ap = AppPage(context.new_page(), server, timeout=600)
+        t0 = time.perf_counter()
+        ap.page.goto(server.page_url("conventions"), wait_until="commit")
+        ap.page.wait_for_function(GRID_JS, polling=20)
+        first = time.perf_counter() - t0
+        return first, wait_done(ap.page, t0, timeout=600)
+    finally:
+        context.close()
 
 
 def browser_pids() -> list[int]:
@@ -194,37 +241,47 @@ def _note(what: str, seconds: float) -> float:
 def measure(repeat: int) -> tuple[dict[str, list[float]], dict[str, list[dict]]]:
     from playwright.sync_api import sync_playwright
 
-    out: dict[str, list[float]] = {k: [] for k in ("server_start", *TARGETS, "slider_lab_all",
+    out: dict[str, list[float]] = {k: [] for k in ("server_start", *TARGETS, "cold_first_load_done",
+                                                   "cold_conventions_done", "slider_lab_all",
                                                    "debug_vgg16_all_checks")}
     cpu: dict[str, list[dict]] = {"slider_shift_vs_blur": [], "slider_lab": []}
     with sync_playwright() as pw:
         browser = pw.chromium.launch(**launch_options())
         try:
             for i in range(repeat):
+                server, _ = start(LOGS / f"server-conventions-{i}.log")
+                try:
+                    first, done = conventions_first_view(browser, server)
+                    out["cold_conventions"].append(_note("Conventions, cold: first grid", first))
+                    out["cold_conventions_done"].append(_note("Conventions, cold: page done", done))
+                finally:
+                    server.stop()
                 server, started = start(LOGS / f"server-{i}.log")
                 try:
                     out["server_start"].append(_note("server start", started))
-                    cold, ap = timed_visit(browser, server)
+                    cold, cold_done, ap = timed_visit(browser, server)
                     out["cold_first_load"].append(_note("cold first load", cold))
+                    out["cold_first_load_done"].append(_note("cold first load: page done", cold_done))
                     ap.page.context.close()
                     if i:
                         continue  # the other measurements on the first server only
                     for _ in range(repeat):
-                        t, ap = timed_visit(browser, server)
-                        out["new_session"].append(_note("new session", t))
+                        t, done, ap = timed_visit(browser, server)
+                        out["new_session"].append(_note("new session: verdict", t))
+                        out["new_session_done"].append(_note("new session: page done", done))
                         ap.page.context.close()
-                    t, ap = timed_visit(browser, server)
+                    _, _, ap = timed_visit(browser, server)
                     out["slider_shift_vs_blur"] += [
                         _note("shift slider", slider_step(ap, "Shift", cpu["slider_shift_vs_blur"]))
                         for _ in range(repeat)]
                     ap.page.context.close()
-                    _, ap = timed_visit(browser, server, "distortion_lab")
+                    _, _, ap = timed_visit(browser, server, "distortion_lab")
                     for _ in range(repeat):
                         ends = slider_step(ap, "sigma", cpu["slider_lab"], out["slider_lab"])
                         _note("lab slider: answer shown", out["slider_lab"][-1])
                         out["slider_lab_all"].append(_note("lab slider: rerun done", ends))
                     ap.page.context.close()
-                    _, ap = timed_visit(browser, server, "debug_a_score?net=vgg")
+                    _, _, ap = timed_visit(browser, server, "debug_a_score?net=vgg")
                     for seed in range(repeat):
                         score, full = debug_vgg16(ap, seed)
                         out["debug_vgg16"].append(_note("debug vgg16: score shown", score))

@@ -6,11 +6,24 @@ import pandas as pd
 
 
 def frame(at, column: str) -> pd.DataFrame:
-    """The first dataframe on the page with ``column``."""
+    """The first dataframe on the page with ``column``; else the first ``st.table`` with it (its index,
+    e.g. the row labels, as a column)."""
     for df in at.dataframe:
         if column in df.value.columns:
             return df.value
-    raise AssertionError(f"no dataframe with column {column!r}; columns: {[list(d.value.columns) for d in at.dataframe]}")
+    for t in at.table:
+        if column in t.value.columns:
+            return t.value.reset_index()
+    raise AssertionError(f"no dataframe or table with column {column!r}; columns: "
+                         f"{[list(d.value.columns) for d in [*at.dataframe, *at.table]]}")
+
+
+def table(at, column: str) -> pd.DataFrame:
+    """The first ``st.table`` on the page with ``column`` (its data, before the table's display format)."""
+    for t in at.table:
+        if column in t.value.columns:
+            return t.value
+    raise AssertionError(f"no table with column {column!r}; columns: {[list(t.value.columns) for t in at.table]}")
 
 
 def row(df: pd.DataFrame, first_col: str, label: str) -> pd.Series:

@@ -109,7 +109,7 @@ def test_image_facts():
 def test_resize_options_equal_sizes(alex, ref):
     test = gaussian_blur(ref, 1.0)
     opts = dg.resize_options(alex, ref, test)
-    assert [o.label for o in opts] == ["native size", "both → 64×64", "both → 256×256"]
+    assert [o.label for o in opts] == ["native size", "both → 64×64 px", "both → 256×256 px"]
     assert opts[0].lpips == pytest.approx(_lp(alex, ref, test))
     assert opts[2].lpips == pytest.approx(_lp(alex, ref, test, size=256))
 
@@ -123,7 +123,7 @@ def test_resize_options_different_sizes(alex, ref):
         assert o.lpips == pytest.approx(_lp(alex, ref, dg.match_size(test, (64, 80), method=m)))
     assert opts["reference → test size (bilinear)"].lpips == pytest.approx(
         _lp(alex, dg.match_size(ref, (48, 60)), test))
-    assert "central crop to 48×60" in opts
+    assert "central crop to 60×48 px" in opts
 
 
 def test_alignment_improves_a_shifted_copy(alex, ref):
@@ -172,7 +172,7 @@ def test_diagnose_demo_pair(alex, demo):
     assert blk.scores["test"] > dg.BLOCKINESS_THRESHOLD
     assert blk.scores["reference as JPEG q30"] == pytest.approx(_lp(alex, r.array, jpeg(r.array, 30)))
     size = d.check("size")  # equal sizes: the counterfactuals are the two resized pairs
-    assert list(size.counterfactuals) == ["both → 64×64", "both → 256×256"]
+    assert list(size.counterfactuals) == ["both → 64×64 px", "both → 256×256 px"]
     assert size.delta == pytest.approx(max(abs(v - d.score) for v in size.counterfactuals.values()))
     assert d.classic["mse"] == pytest.approx(float(np.mean((r.array.astype(float) - t.array) ** 2)))
     with pytest.raises(KeyError, match="no check with id 'Size'"):
@@ -300,6 +300,42 @@ def test_thresholds_are_the_named_constants(alex, demo, monkeypatch):
     assert dg.run_checks(ctx, [spec["misalignment"]])[0].status == "warning"  # about 3.6 px
     monkeypatch.setattr(checks, "MISALIGNMENT_PX", 5.0)
     assert dg.run_checks(ctx, [spec["misalignment"]])[0].status == "ok"
+
+
+def test_an_rgba_file_is_described_by_its_8_bit_levels(alex):
+    """An 8-bit RGBA file composited on white: its levels are counted on the 8-bit grid (at most
+    256), not as distinct floats of the composite. The expected count is recomputed here from the
+    file's own bytes: composite ``c·a + (1 − a)`` of the red channel, rounded to 8 bits. The same
+    file's raw float count is far above 256 (what the finding printed as "16412 levels" for a
+    photo with a soft alpha edge)."""
+    rng = np.random.default_rng(3)
+    rgb = (rng.random((48, 64, 3)) * 255).astype(np.uint8)
+    alpha = np.tile(np.linspace(0, 255, 64).astype(np.uint8), (48, 1))  # a soft edge: every alpha level
+    buf = io.BytesIO()
+    Image.fromarray(np.dstack([rgb, alpha]), "RGBA").save(buf, format="PNG")
+    loaded = load_image(buf.getvalue())
+    a = alpha / 255.0
+    composite = rgb / 255.0 * a[..., None] + (1 - a[..., None])
+    want = np.unique(np.rint(composite[..., 0] * 255)).size
+    facts = dg.image_facts(loaded)
+    assert np.unique(loaded.array[..., 0]).size > 1000  # the composite's floats, off the 8-bit grid
+    assert (facts["levels"], facts["levels_possible"]) == (want, 256) and want <= 256
+    ctx = _context(alex, loaded, load_image(_png(loaded.array)))
+    (c,) = dg.run_checks(ctx, [s for s in dg.CHECKS if s.id == "bit_depth"])
+    assert c.finding.startswith(f"reference: 8-bit RGBA (composited on white), values {composite.min():.3f}–1.000, "
+                                f"{want} of 256 red levels; test: 8-bit RGB, ")
+    assert dg.distinct_levels(np.array([0.0, 0.5, 0.502, 1.0]), 8) == (3, 256)
+    assert dg.distinct_levels(np.array([0.25, 0.25, 0.75]), 32) == (2, None)
+
+
+def test_a_zero_offset_is_written_0_never_signed(alex, ref):
+    """Identical images: phase correlation finds (0, 0), written "0 px" (``-dy`` of 0.0 is -0.0,
+    which ``:+.1f`` wrote as "-0.0 px")."""
+    r = load_image(_png(ref))
+    (c,) = dg.run_checks(_context(alex, r, r), [s for s in dg.CHECKS if s.id == "misalignment"])
+    assert (c.scores["dy"], c.scores["dx"]) == (0.0, 0.0)
+    assert "offset by 0 px vertically (+ = down) and 0 px horizontally (+ = right)" in c.finding
+    assert "-0.0" not in c.finding and "+0.0" not in c.finding
 
 
 def test_bit_depth_flags_a_narrow_range(alex, ref):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import io
 import math
+from html import escape as html_escape
 
 import numpy as np
 import plotly.graph_objects as go
@@ -198,11 +199,17 @@ def test_heatmaps_row_shared_scale():
 
 def test_lin_weight_and_zero_share_bars(alex):
     w = alex.channel_weights[0].cpu().numpy()
-    fig = layers.lin_weight_bars(w, layer_name="relu1", highlight=[3])
-    (bar,) = _traces(fig, "bar")
-    np.testing.assert_allclose(np.asarray(bar.y), w)
-    assert bar.marker.color[3] != bar.marker.color[0]
+    fig = layers.lin_weight_bars(w, layer_name="relu1", highlight=[3, 7])
+    others, top = _traces(fig, "bar")
+    assert (others.name, top.name) == (layers.OTHER_NAME, layers.HIGHLIGHT_NAME) and fig.layout.showlegend
+    assert list(top.x) == [3, 7] and list(others.x) == [c for c in range(w.size) if c not in (3, 7)]
+    np.testing.assert_allclose(np.asarray(top.y), w[[3, 7]])
+    np.testing.assert_allclose(np.asarray(others.y), np.delete(w, [3, 7]))
+    assert top.marker.color != others.marker.color and fig.layout.barmode == "overlay"  # no grouped offsets
     assert f"{(w == 0).mean():.1%}" in fig.layout.title.text
+    (alone,) = _traces(layers.lin_weight_bars(w), "bar")  # nothing highlighted: one trace, no legend
+    np.testing.assert_allclose(np.asarray(alone.y), w)
+    assert not layers.lin_weight_bars(w).layout.showlegend
     shares = [float((x == 0).float().mean()) for x in alex.channel_weights]
     fig = layers.zero_share_bars(alex.layer_names, shares)
     np.testing.assert_allclose(_traces(fig, "bar")[0].y, shares)
@@ -213,6 +220,9 @@ def test_top_channel_bars():
     (bar,) = _traces(fig, "bar")
     assert list(bar.x) == [0.3, 0.1] and list(bar.y) == ["ch 5", "ch 2"]
     assert list(bar.customdata) == pytest.approx([0.6, 0.2])
+    # each label ("60.0%") is drawn past its bar, unclipped, on an axis that leaves room for it
+    assert list(bar.text) == ["60.0%", "20.0%"] and bar.cliponaxis is False
+    assert tuple(fig.layout.xaxis.range) == pytest.approx((0, 0.3 * layers.TEXT_ROOM))
     with pytest.raises(ValueError):
         layers.top_channel_bars([1], [0.1, 0.2], total=1.0)
 
@@ -348,16 +358,25 @@ def test_size_curves_plot_the_reference_cells():
 
 
 def test_shift_blur_ratios_one_log_axis_and_highlight():
-    fig = lessons.shift_blur_ratios({"MSE": 4.0, "LPIPS · AlexNet": 0.25, "unchanged": float("nan")},
-                                    highlight="LPIPS · AlexNet")
-    (bar,) = fig.data
-    assert list(bar.y) == ["MSE", "LPIPS · AlexNet"] and list(bar.x) == [4.0, 0.25]
-    assert fig.layout.xaxis.type == "log" and bar.marker.color[1] != bar.marker.color[0]
-    assert fig.layout.shapes[0].x0 == 1.0  # the line where shift and blur count alike
-    # the log axis (in decades) holds both bars, the line at 1 and room for the labels after the bars
-    lo, hi = fig.layout.xaxis.range
-    assert lo < math.log10(0.25) and hi > math.log10(4.0) + 0.3 and bar.textposition == "outside"
-    assert lessons.shift_blur_ratios({"a": 0.5, "b": 0.1}).layout.xaxis.range[1] > 0  # 1 stays in view
+    """The answer's ratio bars (HTML): the ratios given, one log axis holding them, 1 and room for
+    the labels, the highlight in red; each bar's number and tooltip in the HTML."""
+    bars = lessons.shift_blur_ratios({"MSE": 4.0, "LPIPS · AlexNet": 0.25, "unchanged": float("nan")},
+                                     highlight="LPIPS · AlexNet")
+    assert bars.names == ("MSE", "LPIPS · AlexNet") and bars.ratios == (4.0, 0.25)
+    assert bars.colours == (lessons.BAR_COLOUR, lessons.HIGHLIGHT_COLOUR)
+    assert bars.lo == pytest.approx(math.log10(0.25) - 0.15) and bars.hi == pytest.approx(math.log10(4.0) + 0.45)
+    assert bars.position(10 ** bars.lo) == pytest.approx(0) and bars.position(10 ** bars.hi) == pytest.approx(100)
+    # under two decades: ticks at 1, 2 and 5 times powers of ten, inside the axis
+    assert [t for _, t in bars.ticks] == ["0.2", "0.5", "1", "2", "5", "10"]
+    html = bars.html
+    assert html.count("data-ratio=") == 2 and 'data-metric="LPIPS · AlexNet" data-ratio="0.25"' in html
+    assert "×4" in html and "×0.25" in html and 'title="MSE: shift ÷ blur = 4"' in html
+    assert f"width:{bars.position(0.25):.3f}%;background:{lessons.HIGHLIGHT_COLOUR}" in html
+    assert html.count(f"left:{bars.position(1.0):.3f}%;top:0;bottom:0;border-left:1px dashed") == 2  # the line at 1
+    assert html_escape(lessons.RATIO_AXIS_TITLE) in html
+    wide = lessons.shift_blur_ratios({"a": 0.5, "b": 0.001})
+    assert wide.hi > 0 and [t for _, t in wide.ticks] == ["0.001", "0.01", "0.1", "1"]  # 1 stays in view
+    assert "&lt;b&gt;" in lessons.shift_blur_ratios({"<b>": 2.0}).html  # names are escaped
     with pytest.raises(ValueError, match="positive finite"):
         lessons.shift_blur_ratios({"x": 0.0})
 

@@ -7,7 +7,9 @@ Every number is compared with the library's own value for the same input.
 from __future__ import annotations
 
 import base64
+import html
 import json
+import re
 
 import numpy as np
 import pytest
@@ -15,7 +17,7 @@ import pytest
 from lpips_core import LPIPS
 from lpips_core.conventions import resize, to_tensor
 from lpips_explorer.distortions import gaussian_blur, shift
-from lpips_explorer.figures.lessons import block_mean
+from lpips_explorer.figures.lessons import HIGHLIGHT_COLOUR, block_mean
 from lpips_explorer.figures.maps import abs_difference
 from lpips_core.images import image_to_png_bytes, load_image
 from lpips_core.sweeps import conventions_grid, lpips_many
@@ -40,6 +42,14 @@ def _chart(at, key: str) -> dict:
         if key in el.proto.id:
             return json.loads(el.proto.spec)
     raise AssertionError(f"no chart {key!r}: {[el.proto.id for el in at.get('plotly_chart')]}")
+
+
+def _ratio_bars(at) -> tuple[dict[str, float], dict[str, str]]:
+    """The answer's HTML ratio bars: metric → ratio and metric → bar colour."""
+    body = next(h.proto.body for h in at.get("html") if "svb-ratio-bars" in h.proto.body)
+    bars = re.findall(r'data-metric="([^"]+)" data-ratio="([^"]+)".*?background:(#[0-9a-f]{6})', body)
+    names = [html.unescape(n) for n, _, _ in bars]
+    return dict(zip(names, (float(r) for _, r, _ in bars))), dict(zip(names, (c for _, _, c in bars)))
 
 
 def _array(v) -> np.ndarray:
@@ -82,22 +92,19 @@ def test_shift_vs_blur_presentation_view(app, models, tmp_path, monkeypatch):
     assert captions == ["reference", "shifted 1 px", "blurred σ = 1.5",
                         f"|shifted − ref| ×{gain_s:.1f}", f"|blurred − ref| ×{gain_b:.1f}"]
 
-    # ONE chart of the shift-to-blur ratios on one log axis, the sidebar's backbone (AlexNet) in red
-    bar = _chart(at, "svb_ratio")
-    assert len(bar["data"]) == 1 and bar["layout"]["xaxis"]["type"] == "log"
-    ratios = dict(zip(bar["data"][0]["y"], _array(bar["data"][0]["x"])))
+    # ONE chart of the shift-to-blur ratios on one log axis (HTML bars), the sidebar's backbone in red
+    ratios, colours = _ratio_bars(at)
     assert ratios["MSE"] == pytest.approx(mse["shifted 1 px"] / mse["blurred σ = 1.5"], rel=1e-6)
     for label, (d_s, d_b) in want.items():
         assert ratios[label] == pytest.approx(d_s / d_b, rel=1e-5)
-    colours = dict(zip(bar["data"][0]["y"], bar["data"][0]["marker"]["color"]))
-    assert colours["LPIPS · AlexNet"] != colours["LPIPS · VGG16"] == colours["MSE"]
+    assert colours["LPIPS · AlexNet"] == HIGHLIGHT_COLOUR and colours["LPIPS · VGG16"] == colours["MSE"] != HIGHLIGHT_COLOUR
     verdict = next(m.value for m in at.markdown if m.value.startswith("**Verdict at a 1 px shift"))
     assert "**LPIPS · AlexNet calls the" in verdict and "(the sidebar's backbone)**" in verdict
     assert [e.label for e in at.main.expander][:2] == ["The numbers", "Why deep features forgive a shift"]
     # folded sections send no chart (the browser would draw them on every step); opening one does
-    sent = [el.proto.id for el in at.get("plotly_chart")]
-    assert any("svb_ratio" in i for i in sent)
-    assert not [i for i in sent if any(k in i for k in ("svb_why_maps", "svb_why_ratio", "svb_curves", "svb_stripes"))]
+    # ... and the presentation view sends no Plotly chart at all: a new visitor's browser need not load
+    # Plotly's bundle to draw the answer
+    assert not at.get("plotly_chart")
     assert at.session_state["svb_open_why"] is False
     for key in ("svb_open_why", "svb_open_curves", "svb_open_stripes"):
         at.session_state[key] = True
@@ -126,9 +133,8 @@ def test_shift_vs_blur_presentation_view(app, models, tmp_path, monkeypatch):
     ok(at.selectbox(key="net").set_value("vgg").run())
     verdict = next(m.value for m in at.markdown if m.value.startswith("**Verdict"))
     assert "**LPIPS · VGG16 calls the" in verdict and "**LPIPS · AlexNet" not in verdict
-    bar = _chart(at, "svb_ratio")
-    colours = dict(zip(bar["data"][0]["y"], bar["data"][0]["marker"]["color"]))
-    assert colours["LPIPS · VGG16"] != colours["LPIPS · AlexNet"]
+    _, colours = _ratio_bars(at)
+    assert colours["LPIPS · VGG16"] == HIGHLIGHT_COLOUR != colours["LPIPS · AlexNet"]
 
     # the full view: the same sections as subheaders, nothing folded
     ok(at.toggle(key="svb_present").set_value(False).run())
@@ -142,7 +148,7 @@ def test_conventions_with_an_uploaded_test_image(app, models, tmp_path, monkeypa
     ok(at.switch_page("app_pages/conventions.py").run())
     ref = at.session_state["ref_image"]
     h, w = ref.shape[:2]
-    native = f"native ({w}×{h})"
+    native = f"native ({w}×{h} px)"
     assert any(f"\"native\" below is this size, {w}×{h}" in c.value for c in at.caption)
     ok(at.multiselect(key="conv_nets").set_value(["alex"]).run())
 
@@ -150,7 +156,8 @@ def test_conventions_with_an_uploaded_test_image(app, models, tmp_path, monkeypa
     mine = np.clip(np.kron(rng.random((20, 30, 3)), np.ones((5, 5, 1))), 0, 1).astype(np.float32)  # 100×150 px
     png = image_to_png_bytes(mine)
     ok(at.file_uploader(key="conv_test_file").set_value(("mine.png", png, "image/png")).run())
-    assert any(c.value.startswith(f"The test image is 150×100 px; it was resized to the reference's {w}×{h} px")
+    assert any(c.value.startswith(f"The test image is 150×100 px (width×height); it was resized to the reference's "
+                                  f"{w}×{h} px")
                for c in at.caption)
     assert any(f"against {md_escape('upload: mine.png')}" in c.value for c in at.caption)
     dist = resize(to_tensor(load_image(png).array), (h, w))[0].permute(1, 2, 0).numpy()
@@ -159,7 +166,7 @@ def test_conventions_with_an_uploaded_test_image(app, models, tmp_path, monkeypa
     cells = conventions_grid(ref, dist, get_model=lambda n, v: models(n, v), nets=("alex",))
     assert len(table) == len(cells) and native in set(table["size"]) and "native" not in set(table["size"])
     for c in cells:
-        label = native if c.size_label == "native" else c.size_label
+        label = native if c.size_label == "native" else f"{c.size_label} px"
         r = table[(table["variant"] == c.variant) & (table["size"] == label)].iloc[0]
         assert r["lpips"] == pytest.approx(c.value, rel=1e-5)
         assert r["ratio_to_reference"] == pytest.approx(c.ratio, rel=1e-5)
@@ -168,5 +175,5 @@ def test_conventions_with_an_uploaded_test_image(app, models, tmp_path, monkeypa
     sizes = _chart(at, "conv_size_chart")
     assert [t["name"] for t in sizes["data"]] == ["AlexNet"]
     refs = [c for c in cells if c.is_reference]
-    assert sizes["data"][0]["x"] == [native if c.size_label == "native" else c.size_label for c in refs]
+    assert sizes["data"][0]["x"] == [native if c.size_label == "native" else f"{c.size_label} px" for c in refs]
     np.testing.assert_allclose(_array(sizes["data"][0]["y"]), [c.value for c in refs], rtol=1e-5)

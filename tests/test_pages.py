@@ -90,7 +90,8 @@ def test_distortion_lab(app, models):
     # the headline above the images: the sidebar's backbone (AlexNet by default) and the pixel metrics
     assert [m.label for m in at.metric] == ["LPIPS · AlexNet", "MSE", "PSNR", "SSIM"]
     assert at.metric[0].value == f"{want:.4f}"
-    assert at.metric[1].value == f"{np.mean((expected.astype(float) - ref) ** 2):.2f}"
+    mse = float(np.mean((expected.astype(float) - ref) ** 2))  # 0.0021 here: never "0.00"
+    assert at.metric[1].value == f"{mse:.2g}" and float(at.metric[1].value) == pytest.approx(mse, rel=0.05)
     assert at.metric[3].value == f"{_row(table, 'metric', 'SSIM')['value']:.4f}"
     assert _row(table, "metric", "LPIPS · VGG16")["value"] == pytest.approx(
         _lpips(models("vgg"), ref, expected), rel=1e-5)
@@ -141,9 +142,9 @@ def test_conventions(app, models):
     assert set(table["backbone"]) == {"alex"}
     cells = conventions_grid(ref, dist, get_model=lambda n, v: models(n, v), nets=("alex",))
     assert len(table) == len(cells)
-    native = f"native ({ref.shape[1]}×{ref.shape[0]})"  # the pixel size scored, width × height
+    native = f"native ({ref.shape[1]}×{ref.shape[0]} px)"  # the pixel size scored, width × height
     for c in cells:
-        label = native if c.size_label == "native" else c.size_label
+        label = native if c.size_label == "native" else f"{c.size_label} px"
         row = table[(table["variant"] == c.variant) & (table["size"] == label)].iloc[0]
         assert row["lpips"] == pytest.approx(c.value, rel=1e-5)
         assert row["ratio_to_reference"] == pytest.approx(c.ratio, rel=1e-5)
@@ -355,7 +356,7 @@ def test_two_uploads_with_the_same_name_and_size_give_two_references(app):
 
     shown = md_escape(f"upload: {name}")
     assert at.sidebar.image[0].captions == [shown]
-    assert any(c.value.startswith(f"Reference: {shown} · 96×128 px") for c in at.caption)
+    assert any(c.value.startswith(f"Reference: {shown} · 128×96 px (width×height)") for c in at.caption)
     assert "](http" not in shown and "\\[x\\]\\(http\u2060\\:\\/\\/evil\\.example\\)" in shown
 
 

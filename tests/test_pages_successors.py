@@ -202,7 +202,7 @@ def test_conventions_successors(app, metric_model):
     for sid in ("stlpips-alex", "dists-vgg"):
         metric = SPLIT[sid][0]
         correct = metric_registry.correct_convention(metric)
-        for size, label in ((None, f"native ({ref.shape[1]}×{ref.shape[0]})"), (64, "64×64"), (256, "256×256")):
+        for size, label in ((None, f"native ({ref.shape[1]}×{ref.shape[0]} px)"), (64, "64×64 px"), (256, "256×256 px")):
             rows = table[(table["metric"] == LABELS[sid]) & (table["size"] == label)]
             base = _distance(metric_model(sid), sid, ref, dist, size=size)
             for _, row in rows.iterrows():

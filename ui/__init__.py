@@ -36,8 +36,8 @@ _EXPORTS: dict[str, str] = {
                      "metric_status", "start_warm_up", "successor_models", "weights_status"), "models"),
     **dict.fromkeys(("apply_chain", "current_pair", "init_state", "reference", "sample_names", "set_reference",
                      "working_side"), "pair"),
-    **dict.fromkeys(("NET_LABELS", "chain_key", "chain_label", "fmt", "md_escape", "metric_label", "verdict"),
-                    "text"),
+    **dict.fromkeys(("NET_LABELS", "chain_key", "chain_label", "fmt", "md_escape", "metric_label", "png_data_url", "significant",
+                     "signed", "size_hw", "size_text", "verdict"), "text"),
     **dict.fromkeys(("reference_picker", "sidebar", "successor_picker"), "widgets"),
 }
 __all__ = sorted(_EXPORTS)

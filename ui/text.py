@@ -11,6 +11,10 @@ import math
 import re
 from typing import Any, Sequence
 
+# The one way the app writes sizes ("256×170 px (width×height)") and signed or small numbers; defined
+# with the lessons, whose diagnostics write them too (they may not import ui).
+from lpips_explorer.text import SIZE_LABEL, significant, signed, size_hw, size_text  # noqa: F401
+
 #: Display names of the backbones, in the sidebar's order.
 NET_LABELS: dict[str, str] = {"alex": "AlexNet", "vgg": "VGG16", "squeeze": "SqueezeNet 1.1"}
 
@@ -46,6 +50,24 @@ def fmt(value: float, digits: int = 4) -> str:
     if value == float("-inf"):
         return "−∞"
     return f"{value:.{digits}f}"
+
+
+def png_data_url(array: Any) -> str:
+    """An image as a ``data:image/png;base64,…`` URL for ``st.image``: lossless (``st.image`` sends a
+    NumPy array as a JPEG) and carried in the page's own message, so the browser never fetches it
+    from the server's media store, where a later run may already have removed it (a 404).
+
+    Args:
+        array: ``(H, W, 3)`` or ``(H, W)`` float, clipped to ``[0, 1]`` and rounded to 8 bits.
+    """
+    import base64
+
+    import numpy as np
+
+    from lpips_core.images import image_to_png_bytes
+
+    png = image_to_png_bytes(np.clip(np.asarray(array, dtype=np.float32), 0.0, 1.0))
+    return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
 
 
 def chain_key(steps: Sequence[tuple[str, dict[str, Any]]]) -> str:

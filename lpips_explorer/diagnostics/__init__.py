@@ -45,7 +45,7 @@ from lpips_explorer.diagnostics.diagnosis import NATIVE_MAX_SIDE, SIZE_POLICY, D
 from lpips_explorer.diagnostics.layers import LayerBreakdown, layer_breakdown
 from lpips_explorer.diagnostics.measures import EQUAL_SIZE_SIDES, SQUARE_SIDE, Alignment, ResizeOption, alignment, resize_options
 from lpips_explorer.diagnostics.report import build_report, library_versions, report_json
-from lpips_explorer.diagnostics.tools import GRAY_TOLERANCE, JPEG_BLOCK, SHIFT_UPSAMPLE, alpha_dropped, blockiness, demo_pair, encode_like, estimate_shift, image_facts, is_gray, lpips_values, match_size, undo_exif
+from lpips_explorer.diagnostics.tools import GRAY_TOLERANCE, JPEG_BLOCK, SHIFT_UPSAMPLE, alpha_dropped, blockiness, demo_pair, distinct_levels, encode_like, estimate_shift, image_facts, is_gray, lpips_values, match_size, undo_exif
 
 __all__ = sorted({*checks.__all__, *diagnosis.__all__, *layers.__all__, *measures.__all__, *report.__all__,
                   *tools.__all__})

@@ -28,6 +28,7 @@ from lpips_explorer.distortions import jpeg
 from lpips_core.images import LoadedImage
 from lpips_core.model import LPIPS
 from lpips_explorer.diagnostics.measures import Alignment, ResizeOption, alignment, resize_options
+from lpips_explorer.text import signed, size_hw, size_text
 from lpips_explorer.diagnostics.tools import _U8_MAX, blockiness, encode_like, fmt, image_facts, lpips_values, match_size, ratio_text, undo_exif
 
 __all__ = [
@@ -226,17 +227,30 @@ def check_size(ctx: PairContext) -> Outcome:
                   if abs(w / h - tw / th) > ASPECT_TOLERANCE else "")
         return Outcome(
             "warning",
-            f"The reference is {h}×{w} px and the test {th}×{tw} px (H×W); LPIPS needs one size, so the test "
-            f"was resized to the reference's size ({ctx.method}).{aspect}",
+            f"The reference is {size_text(w, h, labelled=True)} and the test {size_text(tw, th)}; LPIPS needs "
+            f"one size, so the test was resized to the reference's size ({ctx.method}).{aspect}",
             f"The way the sizes are matched moves the score between {fmt(min(vals))} and {fmt(max(vals))} "
             f"(see the table); this score uses {ctx.method}: {fmt(ctx.score)}.",
             scores, scores)
     resized = {o.label: o.lpips for o in options[1:]}
     return Outcome(
-        "ok", f"Both images are {h}×{w} px (H×W): no resizing needed.",
+        "ok", f"Both images are {size_text(w, h, labelled=True)}: no resizing needed.",
         "Resizing both (as a model's size option does) would change the score: "
         + ", ".join(f"{label}: {fmt(v)}" for label, v in resized.items()) + ".",
         scores, resized)
+
+
+def _stored(facts: dict[str, Any]) -> str:
+    """``"8-bit RGBA (composited on white)"``: what the file stored, and that its transparency was
+    flattened (the values below are the composite's)."""
+    return f"{facts['bit_depth']}-bit {facts['mode']}" + (" (composited on white)" if facts["had_alpha"] else "")
+
+
+def _levels(facts: dict[str, Any]) -> str:
+    """``"212 of 256 red levels"`` (:func:`~lpips_explorer.diagnostics.image_facts`' ``levels``)."""
+    possible = facts["levels_possible"]
+    return (f"{facts['levels']:,} of {possible:,} red levels" if possible is not None
+            else f"{facts['levels']:,} distinct red values")
 
 
 def check_bit_depth(ctx: PairContext) -> Outcome:
@@ -245,9 +259,8 @@ def check_bit_depth(ctx: PairContext) -> Outcome:
     wrong = [ctx.lpips(ctx.ref, [ctx.tst], convention=c)[0] for c in WRONG_CONVENTIONS]
     deep = [n for n, f in facts.items() if f["bit_depth"] > EIGHT_BIT]
     narrow = [n for n, f in facts.items() if f["value_max"] - f["value_min"] < NARROW_RANGE]
-    ranges = "; ".join(
-        f"{n}: {f['bit_depth']}-bit {f['mode']}, values {f['value_min']:.3f}–{f['value_max']:.3f}, "
-        f"{f['levels']} levels" for n, f in facts.items())
+    ranges = "; ".join(f"{n}: {_stored(f)}, values {f['value_min']:.3f}–{f['value_max']:.3f}, {_levels(f)}"
+                       for n, f in facts.items())
     effect = (f"The pixels reach the network as [−1, 1] (correct). Fed as [0, 1] the score would be "
               f"{fmt(wrong[0])}{ratio_text(wrong[0], score)}, fed as [0, 255] {fmt(wrong[1])}"
               f"{ratio_text(wrong[1], score)}, instead of {fmt(score)}.")
@@ -299,19 +312,20 @@ def check_alpha(ctx: PairContext) -> Outcome:
 def check_resolution(ctx: PairContext) -> Outcome:
     """The pair at its own (native) size against the app's working size."""
     (h, w), (fh, fw) = ctx.size, ctx.files[0].size
-    here = "the files' own size" if (h, w) == (fh, fw) else f"{h}×{w} px (the reference file is {fh}×{fw})"
+    here = ("the files' own size" if (h, w) == (fh, fw)
+            else f"{size_text(w, h, labelled=True)} (the reference file is {size_text(fw, fh)})")
     if ctx.other_size is None:
-        return Outcome("info", f"Scored at {here} (H×W).", "No other resolution was compared.")
+        return Outcome("info", f"Scored at {here}.", "No other resolution was compared.")
     label, r, t = ctx.other_size
     if r.shape[:2] == (h, w):
-        return Outcome("ok", f"Scored at {here} (H×W); {label} is the same size.", "No effect.",
+        return Outcome("ok", f"Scored at {here}; {label} is the same size.", "No effect.",
                        {label: ctx.score})
     v = ctx.lpips(r, [match_size(t, r.shape[:2], method=ctx.method)])[0]
     return Outcome(
         "info" if (h, w) == (fh, fw) else "warning",
-        f"Scored at {here} (H×W). LPIPS depends on the resolution: the network's receptive fields cover "
+        f"Scored at {here}. LPIPS depends on the resolution: the network's receptive fields cover "
         f"more of the picture at a smaller size.",
-        f"At {label} ({r.shape[0]}×{r.shape[1]} px) the same files score {fmt(v)} instead of {fmt(ctx.score)}"
+        f"At {label} ({size_hw(r.shape[:2])}) the same files score {fmt(v)} instead of {fmt(ctx.score)}"
         f"{ratio_text(v, ctx.score)}.", {"as scored": ctx.score, label: v}, {label: v})
 
 
@@ -365,9 +379,9 @@ def check_misalignment(ctx: PairContext) -> Outcome:
         effect = "The shift is too large to score a common crop with this backbone."
     return Outcome(
         "warning" if moved else "ok",
-        f"Phase correlation finds the test image's content offset by {-dy:+.1f} px vertically "
-        f"(+ = down) and {-dx:+.1f} px horizontally (+ = right) from the reference's, in the reference "
-        "file's pixels." + ("" if moved else " That is below half a pixel: aligned."),
+        f"Phase correlation finds the test image's content offset by {signed(-dy, unit='px')} vertically "
+        f"(+ = down) and {signed(-dx, unit='px')} horizontally (+ = right) from the reference's, in the "
+        "reference file's pixels." + ("" if moved else " That is below half a pixel: aligned."),
         effect, {"dy": dy, "dx": dx, "dy_scored_px": align.dy, "dx_scored_px": align.dx,
                  "before": align.lpips_before, "after": align.lpips_after},
         {"aligned (central crop)": align.lpips_after}, baseline=align.lpips_before)

@@ -17,6 +17,7 @@ from lpips_core.sweeps import lpips_many
 from lpips_explorer.diagnostics.checks import CHECKS, Check, Finding, PairContext, rank_checks, run_checks
 from lpips_explorer.diagnostics.measures import Alignment, ResizeOption
 from lpips_explorer.diagnostics.tools import alpha_dropped, match_size
+from lpips_explorer.text import size_hw
 
 __all__ = ["NATIVE_MAX_SIDE", "SIZE_POLICY", "Diagnosis", "diagnose", "diagnose_files"]
 
@@ -151,7 +152,7 @@ def diagnose(
     files = ctx.files
     config = {
         "net": model.net, "version": model.version, "lin": model.lin, "convention": convention,
-        "size": f"reference size {size[0]}×{size[1]} (H×W)", "resize_method": method,
+        "size": f"reference size {size_hw(size, labelled=True)}", "resize_method": method,
         "weights": model.weights, "device": str(model.device),
     }
     partial = Diagnosis(
@@ -239,7 +240,7 @@ def diagnose_files(
     r2, t2 = (_load(d, n, max_side=sides[other], min_side=low) for d, n in files)
     downscaled = bool(r.downscaled_from or t.downscaled_from)
     size_text = (f"{'native' if resolution == 'native' else 'working'} size, longer side capped at "
-                 f"{side} px: scored at {r.size[0]}×{r.size[1]} (H×W); {SIZE_POLICY}")
+                 f"{side} px: scored at {size_hw(r.size, labelled=True)}; {SIZE_POLICY}")
 
     def finish(d: Diagnosis) -> Diagnosis:
         return replace(d, native_size={**d.native_size, "resolution": resolution, "max_side": side,

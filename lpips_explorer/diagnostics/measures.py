@@ -12,6 +12,7 @@ from lpips_explorer.distortions import shift
 from lpips_core.images import min_side_for
 from lpips_core.model import LPIPS
 from lpips_explorer.diagnostics.tools import SHIFT_UPSAMPLE, estimate_shift, lpips_values, match_size
+from lpips_explorer.text import size_text
 
 __all__ = ["Alignment", "EQUAL_SIZE_SIDES", "ResizeOption", "SQUARE_SIDE", "alignment", "resize_options"]
 
@@ -26,7 +27,15 @@ _CROP_EPS = 1e-9
 
 @dataclass(frozen=True)
 class ResizeOption:
-    """One way of bringing the pair to a common size, and the LPIPS it gives."""
+    """One way of bringing the pair to a common size, and the LPIPS it gives.
+
+    Attributes:
+        label: what was done, e.g. ``"both → 64×64 px"`` (sizes written width first, as
+            :func:`lpips_explorer.text.size_text` does).
+        method: the resampling (``"none"``, ``"crop"`` or one of :data:`RESIZE_METHODS`).
+        size: ``(H, W)`` the pair was compared at (NumPy order).
+        lpips: the score; ``note``: what the option means.
+    """
 
     label: str
     method: str
@@ -77,7 +86,7 @@ def resize_options(model: LPIPS, reference: np.ndarray, test: np.ndarray,
         out.append(ResizeOption("native size", "none", (h, w), native, "the pair as loaded"))
         for side in EQUAL_SIZE_SIDES:
             v = lpips_values(model, reference, [test], size=side, **opts)[0]
-            out.append(ResizeOption(f"both → {side}×{side}", "bilinear", (side, side), v,
+            out.append(ResizeOption(f"both → {size_text(side, side)}", "bilinear", (side, side), v,
                                     "the model's size option (antialiased bilinear)"))
         return out
     moved = [match_size(test, (h, w), method=m) for m in RESIZE_METHODS]
@@ -89,14 +98,14 @@ def resize_options(model: LPIPS, reference: np.ndarray, test: np.ndarray,
                             lpips_values(model, ref_small, [test], **opts)[0], "the test stays untouched"))
     square = (SQUARE_SIDE, SQUARE_SIDE)
     sq_ref, sq_test = match_size(reference, square), match_size(test, square)
-    out.append(ResizeOption(f"both → {SQUARE_SIDE}×{SQUARE_SIDE} (bilinear)", "bilinear", square,
+    out.append(ResizeOption(f"both → {size_text(SQUARE_SIDE, SQUARE_SIDE)} (bilinear)", "bilinear", square,
                             lpips_values(model, sq_ref, [sq_test], **opts)[0], "ignores the aspect ratio"))
     ch, cw = min(h, th), min(w, tw)
     if min(ch, cw) >= min_side_for(model.net):
         def crop(a):
             y0, x0 = (a.shape[0] - ch) // 2, (a.shape[1] - cw) // 2
             return np.ascontiguousarray(a[y0:y0 + ch, x0:x0 + cw])
-        out.append(ResizeOption(f"central crop to {ch}×{cw}", "crop", (ch, cw),
+        out.append(ResizeOption(f"central crop to {size_text(cw, ch)}", "crop", (ch, cw),
                                 lpips_values(model, crop(reference), [crop(test)], **opts)[0],
                                 "no resampling; valid only if the images differ by a border"))
     return out

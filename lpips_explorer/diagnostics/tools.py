@@ -26,6 +26,7 @@ __all__ = [
     "blockiness",
     "alpha_dropped",
     "demo_pair",
+    "distinct_levels",
     "encode_like",
     "estimate_shift",
     "image_facts",
@@ -80,11 +81,16 @@ def match_size(img: np.ndarray, size: tuple[int, int], *, method: str = "bilinea
 def image_facts(img: LoadedImage) -> dict[str, Any]:
     """The facts about one loaded file that can explain a score (JSON-ready).
 
-    ``value_min``/``value_max`` are over the decoded ``[0, 1]`` array; ``levels`` is the number of
-    distinct values in its first channel (256 at most for 8-bit data; fewer means a reduced or
-    quantised range).
+    ``value_min``/``value_max`` are over the decoded ``[0, 1]`` array. ``levels`` is the number of
+    distinct values of its first (red) channel on the file's own integer grid (``levels_possible``:
+    ``2 ** bit_depth``, e.g. 256 for 8-bit data; fewer means a reduced or quantised range), the
+    array rounded to that grid first: a file with transparency was composited on a background,
+    which puts its partly transparent pixels between the grid's steps (an 8-bit RGBA file could
+    otherwise show tens of thousands of distinct values). Files of more than 16 bits per sample
+    (32-bit integer or float) count their distinct values as decoded (``levels_possible`` ``None``).
     """
     a = img.array
+    levels, possible = distinct_levels(a[..., 0], img.bit_depth)
     return {
         "name": img.name,
         "format": img.format,
@@ -94,7 +100,8 @@ def image_facts(img: LoadedImage) -> dict[str, Any]:
         "bit_depth": img.bit_depth,
         "value_min": float(a.min()),
         "value_max": float(a.max()),
-        "levels": int(np.unique(a[..., 0]).size),
+        "levels": levels,
+        "levels_possible": possible,
         "had_alpha": img.had_alpha,
         "was_grayscale": img.was_grayscale,
         "effectively_grayscale": is_gray(a),
@@ -105,6 +112,26 @@ def image_facts(img: LoadedImage) -> dict[str, Any]:
         "icc_profile": img.icc_profile,
         "notices": list(img.notices),
     }
+
+
+#: Bits per sample up to which :func:`distinct_levels` counts on the file's integer grid.
+_GRID_BITS = 16
+
+
+def distinct_levels(channel: np.ndarray, bit_depth: int) -> tuple[int, int | None]:
+    """``(levels, possible)``: the distinct values of one ``[0, 1]`` channel on a ``bit_depth``-bit
+    grid (values rounded to the nearest of its ``2 ** bit_depth`` steps) and that number of steps.
+
+    Beyond :data:`_GRID_BITS` bits the values are counted as they are and ``possible`` is ``None``.
+
+    Example:
+        >>> distinct_levels(np.array([0.0, 0.5, 0.502, 1.0]), 8)
+        (3, 256)
+    """
+    if bit_depth > _GRID_BITS:
+        return int(np.unique(channel).size), None
+    top = float(2 ** bit_depth - 1)
+    return int(np.unique(np.rint(np.asarray(channel, dtype=np.float64) * top)).size), 2 ** bit_depth
 
 
 def undo_exif(img: np.ndarray, orientation: int) -> np.ndarray:

@@ -15,6 +15,8 @@ from lpips_explorer.toy_layer import ToyLayer
 from lpips_explorer.figures.maps import plotly_scale
 
 __all__ = [
+    "HIGHLIGHT_NAME",
+    "OTHER_NAME",
     "heatmaps_row",
     "lin_weight_bars",
     "top_channel_bars",
@@ -26,6 +28,7 @@ __all__ = [
 _X_COLOUR = "#1f77b4"
 _Y_COLOUR = "#d62728"
 TOY_SPACING = 1.5  #: distance between the origins of neighbouring positions in :func:`toy_arrows`
+TEXT_ROOM = 1.2  #: :func:`top_channel_bars`' x-axis end over the longest bar, leaving room for its label
 
 
 def _toy_origin(i: int, j: int) -> tuple[float, float]:
@@ -165,22 +168,33 @@ def heatmaps_row(
     return fig
 
 
+#: Legend names of :func:`lin_weight_bars`' two traces.
+HIGHLIGHT_NAME = "top channels of this pair's d_l"
+OTHER_NAME = "other channels"
+
+
 def lin_weight_bars(weights: Sequence[float], *, layer_name: str = "", highlight: Sequence[int] = ()) -> go.Figure:
     """The lin weights ``v`` of one layer, one bar per channel; ``highlight`` channels in red.
 
-    Returns one ``go.Bar`` (``x`` = channel index, ``y`` = weight); the title states the share
-    of exactly-zero weights.
+    Returns two ``go.Bar`` traces over the channel index (``x``; ``y`` = weight), overlaid:
+    :data:`OTHER_NAME` (blue) and, when ``highlight`` is given, :data:`HIGHLIGHT_NAME` (red),
+    named in a legend under the chart. The title states the share of exactly-zero weights.
     """
     w = np.asarray(weights, dtype=np.float64).ravel()
-    hl = set(int(c) for c in highlight)
-    colours = ["#d62728" if c in hl else "#1f77b4" for c in range(w.size)]
+    hl = np.zeros(w.size, dtype=bool)
+    hl[[int(c) for c in highlight]] = True
     zero = float((w == 0).mean()) if w.size else 0.0
-    fig = go.Figure(go.Bar(x=np.arange(w.size), y=w, marker_color=colours, name="lin weight",
-                           hovertemplate="channel %{x}: %{y:.4g}<extra></extra>"))
+    channels = np.arange(w.size)
+    fig = go.Figure()
+    for name, mask, colour in ((OTHER_NAME, ~hl, _X_COLOUR), (HIGHLIGHT_NAME, hl, _Y_COLOUR)):
+        if mask.any() or name == OTHER_NAME:
+            fig.add_trace(go.Bar(x=channels[mask], y=w[mask], marker_color=colour, name=name,
+                                 hovertemplate="channel %{x}: %{y:.4g}<extra>" + name + "</extra>"))
     fig.update_layout(
         title=f"{layer_name}: {zero:.1%} of {w.size} weights are zero" if layer_name else None,
-        xaxis_title="channel", yaxis_title="weight v (on squared differences)", bargap=0,
-        height=300, margin=dict(l=10, r=10, t=40, b=10),
+        xaxis_title="channel", yaxis_title="weight v (on squared differences)", bargap=0, barmode="overlay",
+        height=340, margin=dict(l=10, r=10, t=40, b=10), showlegend=bool(hl.any()),
+        legend=dict(orientation="h", yanchor="top", y=-0.22, xanchor="left", x=0),
     )
     return fig
 
@@ -216,10 +230,13 @@ def top_channel_bars(channels: Sequence[int], contributions: Sequence[float], *,
     shares = [v / total if total else 0.0 for v in vals]
     fig = go.Figure(go.Bar(
         x=vals, y=labels, orientation="h", customdata=shares, name="contribution",
-        text=[f"{s:.1%}" for s in shares], textposition="outside",
+        text=[f"{s:.1%}" for s in shares], textposition="outside", cliponaxis=False,
         hovertemplate="%{y}: %{x:.4g} (%{customdata:.1%} of d_l)<extra></extra>",
     ))
     fig.update_yaxes(autorange="reversed")
+    # Room right of the longest bar for its label ("29.7%"): the axis runs a fifth further.
+    top = max([v for v in vals if np.isfinite(v)], default=0.0)
+    fig.update_xaxes(range=[0, top * TEXT_ROOM if top > 0 else 1.0])
     fig.update_layout(title=f"{layer_name}: top {len(vals)} channels of d_l = {total:.4f}" if layer_name else None,
                       xaxis_title="contribution to d_l", height=max(260, 26 * len(vals) + 90),
                       margin=dict(l=10, r=40, t=40, b=10))

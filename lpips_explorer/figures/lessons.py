@@ -1,12 +1,15 @@
 """Figures for the Shift-vs-blur lesson: tiny images shown pixel by pixel, and metric curves.
 
-Pure builders: data in, ``plotly.graph_objects.Figure`` out. They plot the values they are given
+Pure builders: data in, ``plotly.graph_objects.Figure`` out (the answer's ratio bars: HTML, see
+:class:`RatioBars`). They plot the values they are given
 (nothing is recomputed here), so a test can compare every plotted number with the library's.
 """
 
 from __future__ import annotations
 
+import html
 import math
+from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -15,7 +18,7 @@ from plotly.subplots import make_subplots
 
 from lpips_explorer.figures.maps import plotly_scale
 
-__all__ = ["EXTRA_ROWS", "METRIC_ROWS", "block_mean", "layer_maps_by_shift", "layer_ratio_curves", "pixel_grid",
+__all__ = ["BAR_COLOUR", "EXTRA_ROWS", "HIGHLIGHT_COLOUR", "METRIC_ROWS", "RATIO_AXIS_TITLE", "RatioBars", "block_mean", "layer_maps_by_shift", "layer_ratio_curves", "pixel_grid",
            "shift_blur_ratios", "sweep_curves"]
 
 #: The rows of :func:`sweep_curves`, in order; a series belongs to the row its name starts with.
@@ -147,45 +150,103 @@ def sweep_curves(
     return fig
 
 
-def shift_blur_ratios(
-    ratios: Mapping[str, float],
-    *,
-    highlight: str | None = None,
-    height: int | None = None,
-) -> go.Figure:
-    """Each metric's shift-to-blur ratio on ONE shared logarithmic axis.
+#: :func:`shift_blur_ratios`' colours: the highlighted metric (the sidebar's backbone) and the others.
+HIGHLIGHT_COLOUR, BAR_COLOUR = "#d62728", "#7f9fbf"
+#: The axis title under :func:`shift_blur_ratios`' bars.
+RATIO_AXIS_TITLE = "shifted copy's distance ÷ blurred copy's (log scale; < 1: the shift is forgiven)"
+
+
+@dataclass(frozen=True)
+class RatioBars:
+    """Each metric's shift-to-blur ratio as horizontal bars on one logarithmic axis, drawn in HTML.
+
+    The Shift-vs-blur page's answer chart: plain HTML and CSS (``st.html``), so a new visitor's
+    browser draws it at once instead of first loading and evaluating Plotly's 4.7 MB bundle (which
+    kept the page busy for seconds after the verdict). The numbers are the ones given.
+
+    Attributes:
+        names, ratios, colours: one per bar, top to bottom (the non-positive or non-finite ratios
+            left out).
+        lo, hi: the axis' ends, ``log10`` of the ratio: the ratios and 1, with 0.15 decade of room
+            on the left and 0.45 on the right for the longest bar's label.
+        ticks: ``(ratio, label)`` of the axis ticks.
+    """
+
+    names: tuple[str, ...]
+    ratios: tuple[float, ...]
+    colours: tuple[str, ...]
+    lo: float
+    hi: float
+    ticks: tuple[tuple[float, str], ...]
+
+    def position(self, ratio: float) -> float:
+        """Where ``ratio`` sits along the axis, in percent of its length."""
+        return 100.0 * (math.log10(ratio) - self.lo) / (self.hi - self.lo)
+
+    @property
+    def html(self) -> str:
+        """The chart: one grid row per bar (name, bar, label ``×0.25``; a tooltip and ``data-metric``/
+        ``data-ratio`` attributes on each), a dashed line at 1, the ticks and the axis title."""
+        one = self.position(1.0)
+        line = (f'<div style="position:absolute;left:{one:.3f}%;top:0;bottom:0;'
+                'border-left:1px dashed #31333f"></div>')
+        rows = []
+        for name, ratio, colour in zip(self.names, self.ratios, self.colours):
+            width = self.position(ratio)
+            label = html.escape(name)
+            rows.append(
+                f'<div style="text-align:right;white-space:nowrap;padding-right:0.4rem">{label}</div>'
+                f'<div title="{label}: shift ÷ blur = {ratio:.3g}" data-metric="{label}" data-ratio="{ratio!r}" '
+                'style="position:relative;height:1.5rem">'
+                f'<div style="position:absolute;left:0;top:0.25rem;bottom:0.25rem;width:{width:.3f}%;'
+                f'background:{colour};border-radius:2px"></div>{line}'
+                f'<div style="position:absolute;left:calc({width:.3f}% + 0.3rem);top:0;line-height:1.5rem;'
+                f'white-space:nowrap">×{ratio:.2g}</div></div>')
+        ticks = "".join(
+            f'<div style="position:absolute;left:{self.position(v):.3f}%;top:0;height:0.3rem;'
+            f'border-left:1px solid #8e8e8e"></div><div style="position:absolute;left:{self.position(v):.3f}%;'
+            f'top:0.3rem;transform:translateX(-50%);white-space:nowrap">{text}</div>' for v, text in self.ticks)
+        axis = (f'<div></div><div style="position:relative;height:1.5rem;border-top:1px solid #8e8e8e;'
+                f'color:#6b6b6b">{ticks}</div>')
+        return ('<div class="svb-ratio-bars" style="font-size:0.875rem;line-height:1.2;padding:0.25rem 0 0.5rem">'
+                '<div style="display:grid;grid-template-columns:max-content minmax(0,1fr);align-items:center">'
+                + "".join(rows) + axis + '</div>'
+                f'<div style="text-align:center;color:#6b6b6b;font-size:0.8rem;padding-top:0.1rem">'
+                f'{html.escape(RATIO_AXIS_TITLE)}</div></div>')
+
+
+def _ticks(lo: float, hi: float) -> tuple[tuple[float, str], ...]:
+    """1, 2, 5 × 10^k inside ``[10^lo, 10^hi]`` when the axis spans under two decades, else powers of 10."""
+    steps = (1, 2, 5) if hi - lo < 2 else (1,)
+    out = []
+    for k in range(math.floor(lo), math.ceil(hi) + 1):
+        for m in steps:
+            v = m * 10.0 ** k
+            if lo <= math.log10(v) <= hi:
+                out.append((v, f"{v:g}"))
+    return tuple(out)
+
+
+def shift_blur_ratios(ratios: Mapping[str, float], *, highlight: str | None = None) -> RatioBars:
+    """Each metric's shift-to-blur ratio on ONE shared logarithmic axis (:class:`RatioBars`).
 
     Args:
         ratios: metric name → (distance of the shifted copy) / (distance of the blurred copy),
             a positive number (1 = the metric rates both alike; > 1 = the shift counts as worse).
             Non-finite or non-positive ratios (an unchanged copy) are left out.
-        highlight: the name drawn in a strong colour (the sidebar's backbone).
-        height: px (default 76 + 26 per bar).
+        highlight: the name drawn in :data:`HIGHLIGHT_COLOUR` (the sidebar's backbone).
 
-    Returns:
-        One horizontal ``go.Bar`` (``x`` = the ratios, ``y`` = the names, in the given order,
-        top to bottom) on a log x-axis, with a dashed line at 1.
+    Raises:
+        ValueError: no ratio is positive and finite.
     """
     kept = {k: float(v) for k, v in ratios.items() if v is not None and math.isfinite(float(v)) and float(v) > 0}
     if not kept:
         raise ValueError(f"shift_blur_ratios needs at least one positive finite ratio, got {dict(ratios)}")
-    names = list(kept)
-    colours = ["#d62728" if n == highlight else "#7f9fbf" for n in names]
-    fig = go.Figure(go.Bar(
-        x=[kept[n] for n in names], y=names, orientation="h", marker_color=colours,
-        text=[f"×{kept[n]:.2g}" for n in names], textposition="outside", cliponaxis=False,
-        textfont={"size": 12}, hovertemplate="%{y}: shift / blur = %{x:.3g}<extra></extra>",
-    ))
-    fig.add_vline(x=1.0, line_dash="dash", line_color="black")
-    # the labels sit after the bars, at a readable size (inside a short bar Plotly shrank them to a few
-    # px): the log axis spans the ratios and 1, with room on the right for the longest bar's label
-    # (the axis title on two lines: in the presentation view the chart is half the page wide)
-    lo, hi = min(min(kept.values()), 1.0), max(max(kept.values()), 1.0)
-    fig.update_xaxes(type="log", range=[math.log10(lo) - 0.15, math.log10(hi) + 0.45],
-                     title_text="shifted copy's distance ÷ blurred copy's<br>(log scale; < 1: the shift is forgiven)")
-    fig.update_yaxes(autorange="reversed")
-    fig.update_layout(height=height or 76 + 26 * len(names), margin=dict(l=10, r=10, t=10, b=56), showlegend=False)
-    return fig
+    lo = math.log10(min(min(kept.values()), 1.0)) - 0.15
+    hi = math.log10(max(max(kept.values()), 1.0)) + 0.45
+    names = tuple(kept)
+    return RatioBars(names, tuple(kept[n] for n in names),
+                     tuple(HIGHLIGHT_COLOUR if n == highlight else BAR_COLOUR for n in names), lo, hi, _ticks(lo, hi))
 
 
 def block_mean(a: np.ndarray, max_side: int) -> np.ndarray:

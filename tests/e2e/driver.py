@@ -116,6 +116,105 @@ NAV_JS = """() => [...document.querySelectorAll("[data-testid='stSidebarNav'] a"
 })"""
 
 
+#: True once the page is done: its first run finished and nothing is left to draw or replace: no
+#: running indicator, spinner, skeleton (an element whose code is still loading) or stale element
+#: (one the last run did not draw again), every image shown loaded, every Plotly chart drawn and
+#: every data grid painted (what a closed expander holds is not drawn, and not waited for).
+PAGE_DONE_JS = r"""() => {
+  const app = document.querySelector("[data-testid='stApp']");
+  const main = document.querySelector("[data-testid='stMain']");
+  if (!app || !main || app.getAttribute("data-test-script-state") !== "notRunning" || !(window.__stRuns > 0)) return false;
+  if (document.querySelector("[data-testid='stStatusWidgetRunningIcon'], [data-testid='stSpinner'], " +
+                             "[data-testid='stSkeleton'], [data-stale='true']")) return false;
+  const shown = e => e.getClientRects().length && !e.closest("details:not([open])");
+  if ([...app.querySelectorAll("img")].filter(shown).some(i => !i.complete || !i.naturalWidth)) return false;
+  if ([...main.querySelectorAll("[data-testid='stPlotlyChart']")].filter(shown).some(c => !c.querySelector(".main-svg")))
+    return false;
+  return ![...main.querySelectorAll("[data-testid='stDataFrame']")].filter(shown)
+    .some(d => !(d.querySelector("canvas") || {}).width);
+}"""
+
+#: What is cut in the main area: for every table (``st.table``), data grid (``st.dataframe``),
+#: metric and Plotly chart, a line saying what does not fit. ``[]`` when everything shows whole.
+#: - an element wider than the main column, or reaching past its right edge;
+#: - ``st.table``: the table wider than its frame, or a cell whose content overflows it;
+#: - ``st.dataframe`` (glide-data-grid draws on a canvas): a grid that scrolls sideways, or a cell
+#:   whose text reaches into the 8 px padding at a column border: the canvas is read back, the
+#:   column borders found as full-height lines of the grid's border colour, and every pixel darker
+#:   than the text threshold located (text that fits keeps the padding clear; clipped text runs
+#:   to the border);
+#: - ``st.metric``: a value or label cut by its ellipsis (``scrollWidth > clientWidth``);
+#: - a Plotly chart: a text (title, annotation, bar label) outside the chart's box.
+FIT_JS = r"""() => {
+  const out = [];
+  const main = document.querySelector("[data-testid='stMainBlockContainer']");
+  if (!main) return ["no main block container"];
+  const box = main.getBoundingClientRect();
+  const pad = parseFloat(getComputedStyle(main).paddingRight) || 0;
+  const right = box.right - pad + 1;
+  const say = (el, what) => out.push(`${what}: "${(el.innerText || el.textContent || "").trim().slice(0, 80)}"`);
+  // what shows: not in a closed expander (whose content Streamlit keeps in the page, undrawn)
+  const all = sel => [...main.querySelectorAll(sel)].filter(e => e.getClientRects().length
+                                                          && !e.closest("details:not([open])"));
+  for (const el of all("[data-testid='stTable'], [data-testid='stDataFrame'], [data-testid='stMetric'], " +
+                       "[data-testid='stPlotlyChart']")) {
+    const r = el.getBoundingClientRect();
+    if (r.right > right) say(el, `${el.dataset.testid} reaches ${Math.round(r.right - right)} px past the page`);
+  }
+  for (const t of all("[data-testid='stTable']")) {
+    const table = t.querySelector("table"), frame = table.parentElement;
+    if (table.scrollWidth > frame.clientWidth + 1)
+      say(t, `table ${table.scrollWidth} px wide in a ${frame.clientWidth} px frame`);
+    for (const c of table.querySelectorAll("th, td"))
+      if (c.scrollWidth > c.clientWidth + 1) say(c, `table cell overflows (${c.scrollWidth} > ${c.clientWidth} px)`);
+  }
+  for (const df of all("[data-testid='stDataFrame']")) {
+    const s = df.querySelector(".dvn-scroller");
+    if (s && s.scrollWidth > s.clientWidth + 1)
+      say(df, `data grid scrolls sideways (${s.scrollWidth} px of columns in ${s.clientWidth} px)`);
+    const canvas = df.querySelector("canvas");
+    if (!canvas || !canvas.width) { say(df, "data grid not drawn"); continue; }
+    const g = canvas.getContext("2d"), W = canvas.width, H = canvas.height, k = W / canvas.clientWidth;
+    const px = g.getImageData(0, 0, W, H).data;
+    const css = getComputedStyle(df.querySelector(".stDataFrameGlideDataEditor") || df);
+    const border = (css.getPropertyValue("--gdg-border-color") || "#E8E5E2").trim();
+    const [br, bg, bb] = [1, 3, 5].map(i => parseInt(border.slice(i, i + 2), 16));
+    const near = (i, r, gg, b) => Math.abs(px[i] - r) < 8 && Math.abs(px[i + 1] - gg) < 8 && Math.abs(px[i + 2] - b) < 8;
+    const edges = [-1];
+    for (let x = 0; x < W; x++) {
+      let n = 0;
+      for (let y = 0; y < H; y++) if (near(4 * (y * W + x), br, bg, bb)) n++;
+      if (n > 0.8 * H && x - edges[edges.length - 1] > 1) edges.push(x);
+    }
+    edges.push(W);
+    const padding = Math.max(2, Math.round(3 * k));
+    for (let c = 0; c + 1 < edges.length; c++) {
+      const x0 = edges[c] + 1, x1 = edges[c + 1] - 1;
+      let lo = Infinity, hi = -Infinity;
+      for (let y = 0; y < H; y++) for (let x = x0; x <= x1; x++) {
+        const i = 4 * (y * W + x);
+        if (0.299 * px[i] + 0.587 * px[i + 1] + 0.114 * px[i + 2] < 170) { lo = Math.min(lo, x); hi = Math.max(hi, x); }
+      }
+      if (hi >= x1 - padding || (lo <= x0 + padding && lo !== Infinity))
+        say(df, `data grid column ${c + 1} (${Math.round((x1 - x0) / k)} px): its text reaches the border`);
+    }
+  }
+  for (const m of all("[data-testid='stMetricValue'] > div, [data-testid='stMetricLabel'] [data-testid='stMarkdownContainer']"))
+    if (m.scrollWidth > m.clientWidth + 1) say(m, `metric cut (${m.scrollWidth} > ${m.clientWidth} px)`);
+  for (const chart of all("[data-testid='stPlotlyChart'] .js-plotly-plot")) {
+    const cr = chart.getBoundingClientRect();
+    for (const t of chart.querySelectorAll("text")) {
+      if (!t.textContent.trim() || !t.getClientRects().length) continue;
+      const r = t.getBoundingClientRect();
+      if (r.width && (r.left < cr.left - 1 || r.right > cr.right + 1 || r.top < cr.top - 1 || r.bottom > cr.bottom + 1))
+        say(t, `chart text outside its chart (${Math.round(r.left - cr.left)}..${Math.round(r.right - cr.left)} px ` +
+               `of ${Math.round(cr.width)})`);
+    }
+  }
+  return out;
+}"""
+
+
 def require_chromium() -> None:
     """Fail (never skip) when the browser is missing: CI installs it with ``scripts/setup.sh --test``."""
     import pytest

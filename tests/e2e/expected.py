@@ -21,7 +21,8 @@ DEFAULT_SAMPLE = "chelsea"
 WORKING_SIDE = 256
 UPLOAD_MIN_SIDE = 64
 NET_LABELS = {"alex": "AlexNet", "vgg": "VGG16", "squeeze": "SqueezeNet 1.1"}
-#: How the lab's metrics table formats its values (``NumberColumn(format="%.5f")``).
+#: The decimals the lab's values are compared at (its data grid's accessible table holds the raw
+#: values; the grid shows four significant digits).
 LAB_DECIMALS = 5
 
 

@@ -142,7 +142,7 @@ ANSWER_BOXES_JS = """() => {
   const main = document.querySelector('[data-testid="stMain"]');
   const sliders = [...main.querySelectorAll('[data-testid="stSlider"]')];
   const images = [...main.querySelectorAll('[data-testid="stImage"]')];
-  const chart = main.querySelector('[data-testid="stPlotlyChart"]');
+  const chart = main.querySelector('.st-key-svb_ratio');  // the answer's ratio bars (HTML)
   const verdict = [...main.querySelectorAll('[data-testid="stMarkdownContainer"]')]
     .find(e => e.innerText.startsWith('Verdict at'));
   const sidebar = document.querySelector('[data-testid="stSidebar"]');

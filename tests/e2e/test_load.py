@@ -132,7 +132,7 @@ def test_eight_sessions_open_the_distortion_lab_at_once(server):
     captions = results[0]["captions"]
     ref = expected.sample_reference()
     h, w = ref.shape[:2]
-    assert any(f"Reference: sample: {expected.DEFAULT_SAMPLE} · {h}×{w} px" in c for c in captions), captions
+    assert any(f"Reference: sample: {expected.DEFAULT_SAMPLE} · {w}×{h} px (width×height)" in c for c in captions), captions
     assert any(c.startswith("Chain: gaussian_blur(sigma=1, ") for c in captions), captions
     dist = expected.lab_distorted(ref)
     shown_nets = []
