@@ -20,6 +20,7 @@ file reads widgets and draws.
 
 from __future__ import annotations
 
+import html
 import json
 import logging
 import os
@@ -302,9 +303,9 @@ def _student(store, study) -> None:
             res = class_summary(store, study)
             klass = res["class"] if res else None
         st.subheader("Which metric agrees with you")
-        st.table(pd.DataFrame(present.own_rows(mine, klass, len(answered))), hide_index=True)
-        st.caption("For each metric, the share of your answers it agrees with (\u201ccan't tell\u201d counts half)"
-                   + (", and the same for the whole class." if klass else "."))
+        st.table(pd.DataFrame(present.own_rows(mine, klass)), hide_index=True)
+        st.caption(f"For each metric, the share of your {len(answered)} answers it agrees with (\u201ccan't tell\u201d "
+                   "counts half)" + (", and of the whole class's." if klass else "."))
     if study.class_visible:
         st.header("The class")
         _class_results(store, study, rows, lecturer=False)
@@ -319,6 +320,18 @@ def _app_url() -> str:
     if isinstance(public, str) and public.strip():
         return public.strip().rstrip("/")
     return ui.links.link(st.context.url, "", {}, served_path=URL_PATH).rstrip("/")
+
+
+def _qr_html(link: str, width: str) -> str:
+    return (f'<img data-qr="student" alt="QR code of the student link" src="{present.qr_svg_data_uri(link)}" '
+            f'style="width:{width};image-rendering:pixelated;display:block;margin:auto">')
+
+
+@st.dialog("Join the study", width="large")
+def _qr_dialog(link: str, code: str) -> None:
+    """The student link's QR code as large as the window allows, for the back of the room."""
+    st.html(_qr_html(link, "min(100%, 72vh)") + f"<div style='text-align:center;font-size:1.6rem'>"
+            f"{html.escape(link)}<br>code <b>{html.escape(code)}</b></div>")
 
 
 def _set_released(store, study, key) -> None:
@@ -369,8 +382,9 @@ def _lecturer(store, study, key: str, where: str) -> None:
                        "through the computer's network address, or set `public_url` under `[study]` in "
                        ".streamlit/secrets.toml.", icon=":material/wifi_off:")
     with right:
-        st.html(f'<img data-qr="student" alt="QR code of the student link" src="{present.qr_svg_data_uri(link)}" '
-                'style="width:min(100%, 340px);image-rendering:pixelated;display:block;margin:auto">')
+        st.html(_qr_html(link, "min(100%, 340px)"))
+        if st.button("Show the code full screen", key="study_qr_big", icon=":material/qr_code_2:", width="stretch"):
+            _qr_dialog(link, study.code)
     c1, c2 = st.columns(2, vertical_alignment="center")
     c1.toggle("Show the class results to students", value=study.released, key="study_released",
               on_change=_set_released, args=(store, study, key),

@@ -123,7 +123,7 @@ def test_a_student_cannot_reveal_results_or_download_answers(study):
     assert any("answered all 5" in s.value for s in at.success)
     # their own agreement, no class results, no lecturer controls, no downloads, no server path
     own = at.table[-1].value
-    assert list(own.columns) == ["metric", "you"] and not own.isna().any().any()
+    assert list(own.columns) == ["metric", "agrees with you"] and not own.isna().any().any()
     assert not at.get("plotly_chart") and not _lecturer_widgets(at) and not at.get("download_button")
     assert any("appear here when your lecturer" in i.value for i in at.info)
     text = " ".join(m.value for m in at.markdown) + " ".join(c.value for c in at.caption)
@@ -167,7 +167,7 @@ def test_the_lecturer_link_shows_the_class_live_releases_and_closes(study):
     ok(lect.toggle(key="study_released").set_value(True).run())
     assert store.study(made.code).released
     ok(a.run())
-    assert a.get("plotly_chart") and list(a.table[-1].value.columns) == ["metric", "you", "class"]
+    assert a.get("plotly_chart") and list(a.table[-1].value.columns) == ["metric", "agrees with you", "agrees with the class"]
     # closing: no more answers; the student who had not finished is told so and sees the class
     ok(lect.button(key="study_close").click().run())
     assert store.study(made.code).closed is not None

@@ -166,26 +166,26 @@ def reveal_rows(distances: Mapping[str, tuple[float, float]], variants: Iterable
     return out
 
 
-def own_rows(you: Mapping[str, Any] | None, klass: Mapping[str, Any] | None, n_answers: int) -> list[dict]:
+def own_rows(you: Mapping[str, Any] | None, klass: Mapping[str, Any] | None) -> list[dict]:
     """A participant's agreement with each metric beside the class's, for a table with no empty cell.
 
     Args:
-        you: ``summarise(...)["you"]`` (the participant's block) or ``None``.
-        klass: ``summarise(...)["class"]``, or ``None`` when the class results are not shown.
-        n_answers: the participant's answers.
+        you: ``summarise(...)["class"]`` of the participant's own answers, or ``None``.
+        klass: ``summarise(...)["class"]`` of the whole class, or ``None`` when it is not shown.
 
-    Rows ``{metric, you, class}`` (``class`` only when ``klass`` is given), each a percentage text;
-    the human ceiling is a class figure only (one judge always agrees with themself).
+    Rows ``{metric, "agrees with you", "agrees with the class"}`` (the last only when ``klass`` is
+    given), each a percentage; the human ceiling is a class figure only (one judge always agrees
+    with themself).
     """
     if you is None:
         return []
     cls = {m["key"]: m for m in (klass or {}).get("metrics", [])}
     rows = []
     for m in you["metrics"]:
-        row = {"metric": m["label"], "you": f"{m['score']:.0%} of {n_answers}"}
+        row = {"metric": m["label"], "agrees with you": f"{m['score']:.0%}"}
         if klass is not None:
             c = cls.get(m["key"])
-            row["class"] = f"{c['score']:.0%}" if c is not None and math.isfinite(c["score"]) else "—"
+            row["agrees with the class"] = f"{c['score']:.0%}" if c is not None and math.isfinite(c["score"]) else "—"
         rows.append(row)
     return rows
 
