@@ -194,9 +194,9 @@ def _class_results(store, study, rows, *, lecturer: bool) -> None:
         for p in worst:
             row = rows[p["index"]]
             d0, d1 = row.distances["mse"]
+            st.markdown(f"**Triplet {p['index'] + 1}** · {ui.md_escape(row.family)}")
             st.html(present.triplet_html(row.ref_png, row.p0_png, row.p1_png, size="large", index=row.index))
-            st.caption(f"Triplet {p['index'] + 1} ({ui.md_escape(row.family)}): "
-                       f"{ui.md_escape(present.votes_text(p['votes']))} MSE puts copy {1 if d0 < d1 else 2} closer "
+            st.caption(f"{ui.md_escape(present.votes_text(p['votes']))} MSE puts copy {1 if d0 < d1 else 2} closer "
                        f"(MSE {d0:.4g} against {d1:.4g}), agreeing with {p['scores']['mse']:.0%} of the class.")
     by_family = res["class"]["by_family"]
     if len(by_family) > 1:

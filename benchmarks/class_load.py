@@ -435,7 +435,14 @@ async def student(server: Server, code: str, k: int, n: int, args, state: dict) 
             log.answers[i] = choice
             state["acknowledged"] += 1
         _finished(state)
-        await state["everyone_done"].wait()
+        while not state["everyone_done"].is_set():  # a finished student keeps the page open
+            done = asyncio.create_task(state["everyone_done"].wait())
+            gone = asyncio.create_task(c.wait(lambda: not c.connected, 3600))
+            await asyncio.wait({done, gone}, return_when=asyncio.FIRST_COMPLETED)
+            for t in (done, gone):
+                t.cancel()
+            if not c.connected and not state["everyone_done"].is_set():
+                await reconnect(c, log, state)
     except Exception as exc:  # noqa: BLE001 - a student's failure is recorded, not raised
         log.failures.append(f"{type(exc).__name__}: {exc}")
     finally:
