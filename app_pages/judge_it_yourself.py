@@ -78,8 +78,11 @@ def get_store() -> tuple[study_store.StudyStore, str]:
     """The study store and where it lives (shown to the lecturer only). Kwargs passed to
     ``st.connection`` override ``secrets.toml``, so the default URL is passed only when the secrets name none."""
     section = _secrets().get("connections", {})
-    if isinstance(section, dict) and section.get("sql"):
-        conn = st.connection("sql", type="sql")
+    sql = section.get("sql") if isinstance(section, dict) else None
+    if isinstance(sql, dict) and sql:
+        # url= given explicitly (when the section has one) also reaches st.connection where the
+        # secrets were supplied some other way than the file (Streamlit's AppTest, for one)
+        conn = st.connection("sql", type="sql", **({"url": sql["url"]} if sql.get("url") else {}))
         where = "the database configured as [connections.sql] in .streamlit/secrets.toml"
     else:
         folder = os.environ.get(DATA_ENV) or str(DATA_DIR)
@@ -239,7 +242,11 @@ def _reveal(row: study_store.TripletRow, choice: int) -> None:
 def _answering(store, study, rows, participant: str) -> None:
     """The triplet, the three answers and (reveal "each") what the metrics said about the last one.
     A button reruns only this fragment: the answer's write, then this redraw."""
-    answered = store.answered(study, participant)
+    try:
+        answered = store.answered(study, participant)
+    except study_store.StoreBusy:
+        st.warning("The study database is busy right now: reload the page in a moment (your answers are kept).")
+        return
     remaining = [r for r in rows if r.index not in answered]
     if err := st.session_state.pop(ERROR, None):
         st.error(err, icon=":material/error:")

@@ -24,6 +24,7 @@ from lpips_explorer.study import prepare as P
 from lpips_explorer.study import store as S
 from lpips_explorer.study import triplets as T
 from apptest_helpers import ok
+from pg_server import pg_cluster, pg_url  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.apptest  # full tier (tests/conftest.py): each test runs the app
 
@@ -267,3 +268,31 @@ def test_a_study_from_before_version_3_is_prepared_once_on_first_view(tmp_path, 
     assert all(r.ready for r in rows) and _shown_index(at) == 0
     ref, p0, _ = (P.decode_png(p) for p in (rows[0].ref_png, rows[0].p0_png, rows[0].p1_png))
     assert rows[0].distances["mse"][0] == metrics.mse(ref, p0)
+
+
+def test_the_page_on_postgresql_through_the_documented_url(pg_url):
+    """``[connections.sql] url = "postgresql+psycopg://…"`` in the secrets: the page answers into PostgreSQL."""
+    engine = sa.create_engine(pg_url)
+    try:
+        store = S.StudyStore(engine)
+        recipes = T.make_recipes(3, families=["blur"], seed=5)
+        done = P.prepare(recipes, CLASSIC, {})
+        made = store.create_study(recipes, families=["blur"], seed=5, digests=[d.digest for d in done],
+                                  pngs=[d.pngs for d in done], distances=[d.distances for d in done])
+        at = _app()
+        at.secrets["connections"] = {"sql": {"url": pg_url}}
+        at.query_params["study"] = made.code
+        ok(at.run())
+        assert _title(at) == "Judge it yourself" and _shown_index(at) == 0
+        _answer(at, 1)
+        _answer(at, 2)
+        pid = access.participant_id(at.query_params["p"])
+        assert [(j.session, j.triplet, j.choice) for j in store.judgements(made)] == [(pid, 0, 1), (pid, 1, 2)]
+        lect = _app()
+        lect.secrets["connections"] = {"sql": {"url": pg_url}}
+        lect.query_params.update({"study": made.code, "key": made.lecturer_key})
+        ok(lect.run())
+        assert [m.value for m in lect.metric] == ["1", "2", "0"]
+        assert any("[connections.sql] in .streamlit/secrets.toml" in c.value.replace("\\", "") for c in lect.caption)
+    finally:
+        engine.dispose()
