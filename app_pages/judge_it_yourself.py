@@ -48,6 +48,7 @@ SHOWN, LAST, ERROR, NEW_KEY = "study_shown", "study_last", "study_error", "study
 SOURCES = ("Sample photos", "Synthetic texture", "An uploaded image")
 LIVE_S = 3.0  # the lecturer's results refresh every LIVE_S seconds
 WAIT_S = 5.0  # a student who has finished checks every WAIT_S seconds whether the results are out
+WATCH_S = 15.0  # a student who answers checks every WATCH_S seconds whether the study was closed
 KEYS = {0: "1", scoring.CANT_TELL: "0", 1: "2"}  # stored choice → keyboard shortcut
 
 
@@ -271,6 +272,16 @@ def _answering(store, study, rows, participant: str) -> None:
         _reveal(rows[last[1]], answered[last[1]])
 
 
+@st.fragment(run_every=WATCH_S)
+def _watch(store, code: str) -> None:
+    """While a student answers: every WATCH_S seconds, whether the lecturer has closed the study
+    (then the page says so). It also makes the page rerun whole after the server restarts: the
+    browser requests a full run on reconnecting only when the page has a fragment that reruns by
+    itself, and the answer buttons' fragment exists only in the server process that drew them."""
+    if store.study(code).closed is not None:
+        st.rerun(scope="app")
+
+
 @st.fragment(run_every=WAIT_S)
 def _wait_for_results(store, code: str) -> None:
     """A finished student's page checks every few seconds whether the lecturer has released the results."""
@@ -293,6 +304,7 @@ def _student(store, study) -> None:
     answered = store.answered(study, participant)
     if len(answered) < len(rows) and study.closed is None:
         _answering(store, study, rows, participant)
+        _watch(store, study.code)
         return
     if study.closed is not None and len(answered) < len(rows):
         st.warning(f"The lecturer has closed this study: you answered {len(answered)} of {len(rows)} triplets.")

@@ -372,6 +372,7 @@ class Client:
 @dataclass
 class StudentLog:
     index: int
+    kind: str = "protocol"  # or "browser"
     token: str | None = None
     join_s: float | None = None
     latencies: list[float] = field(default_factory=list)
@@ -449,6 +450,76 @@ async def student(server: Server, code: str, k: int, n: int, args, state: dict) 
         _finished(state)
         log.token = log.token or dict(p.split("=", 1) for p in c.qs.split("&") if "=" in p).get("p")
         await c.close()
+    return log
+
+
+SHOWN_JS = """() => { const e = document.querySelector("[data-triplet]");
+  const done = document.body.innerText.includes("answered all");
+  return {shown: e && e.querySelector("img[data-patch]") ? +e.dataset.triplet : null, done}; }"""
+LABELS = {0: "1 is closer", 1: "2 is closer", 2: "Can't tell"}
+#: The answer to triplet ``i`` went through: another triplet's images, "answered all" or "press again".
+CHANGED_JS = """([i]) => { const e = document.querySelector("[data-triplet]"), t = document.body.innerText;
+  return t.includes("answered all") || t.includes("press again")
+         || (e && +e.dataset.triplet !== i && !!e.querySelector("img[data-patch]")); }"""
+#: The page is connected and its script idle (a click now would have been answered).
+IDLE_JS = """() => { const a = document.querySelector("[data-testid='stApp']");
+  return !!a && a.getAttribute("data-test-script-state") === "notRunning"
+         && a.getAttribute("data-test-connection-state") === "CONNECTED"; }"""
+
+
+async def browser_student(browser, server: Server, code: str, k: int, args, state: dict) -> StudentLog:
+    """A student in a real Chromium tab (1024×768): opens the link, clicks the answers; the time is
+    taken until the next triplet's images are in the page (``[data-triplet]`` changed)."""
+    from playwright.async_api import TimeoutError as PlaywrightTimeout
+
+    log = StudentLog(k, kind="browser")
+    rng = random.Random(f"{args.seed}:pause:{k}")
+    ctx = await browser.new_context(viewport={"width": 1024, "height": 768})
+    try:
+        page = await ctx.new_page()
+        page.set_default_timeout(120_000)
+        await asyncio.sleep(state["join_at"][k])
+        t0 = time.monotonic()
+        await page.goto(f"{server.url}/?study={code}", wait_until="domcontentloaded")
+        await page.wait_for_function("() => !!document.querySelector('[data-triplet] img[data-patch]')", polling=50)
+        log.join_s = time.monotonic() - t0
+        while True:
+            now = await page.evaluate(SHOWN_JS)
+            if now["done"]:
+                break
+            i = now["shown"]
+            await asyncio.sleep(rng.uniform(*args.pause))
+            choice = intended(args.seed, k, i)
+            sent = time.monotonic()
+            for attempt in range(8):  # a click the page ignored (sent while it reconnected) is made again
+                await page.get_by_role("button", name=LABELS[choice]).click()
+                log.clicks += 1
+                state["clicks"] += 1
+                try:
+                    await page.wait_for_function(CHANGED_JS, arg=[i], polling=20, timeout=15_000)
+                    break
+                except PlaywrightTimeout:
+                    if attempt == 7 or await page.evaluate(IDLE_JS) is False:
+                        await page.wait_for_function(CHANGED_JS, arg=[i], polling=20, timeout=60_000)
+                        break
+            took = time.monotonic() - sent
+            after = await page.evaluate(SHOWN_JS)
+            if not after["done"] and after["shown"] == i:
+                log.press_again += 1
+                continue
+            (log.across_restart if state["restart_window"](sent) else log.latencies).append(took)
+            log.answers[i] = choice
+            state["acknowledged"] += 1
+        from urllib.parse import parse_qs, urlsplit
+
+        log.token = parse_qs(urlsplit(page.url).query).get("p", [None])[0]
+        _finished(state)
+        await state["everyone_done"].wait()
+    except Exception as exc:  # noqa: BLE001 - a student's failure is recorded, not raised
+        log.failures.append(f"{type(exc).__name__}: {str(exc)[:200]}")
+    finally:
+        _finished(state)
+        await ctx.close()
     return log
 
 
@@ -593,7 +664,17 @@ async def one_run(name: str, server: Server, monitor: Monitor, args) -> dict:
     monitor.start()
     mon = asyncio.create_task(monitor.run(stop_monitor))
     t0 = time.monotonic()
-    tasks = [asyncio.create_task(student(server, study.code, k, n, args, state)) for k in range(args.students)]
+    n_browser = min(args.browser_students, args.students)
+    pw = browser = None
+    if n_browser:
+        sys.path.insert(0, str(REPO / "tests"))
+        from e2e.driver import launch_options
+        from playwright.async_api import async_playwright
+
+        pw = await async_playwright().start()
+        browser = await pw.chromium.launch(**launch_options())
+    tasks = [asyncio.create_task(browser_student(browser, server, study.code, k, args, state) if k < n_browser
+                                 else student(server, study.code, k, n, args, state)) for k in range(args.students)]
 
     async def restarter() -> None:
         half = args.students * n // 2
@@ -618,6 +699,9 @@ async def one_run(name: str, server: Server, monitor: Monitor, args) -> dict:
     state["everyone_done"].set()
     logs = await asyncio.gather(*tasks)
     wall = time.monotonic() - t0
+    if browser is not None:
+        await browser.close()
+        await pw.stop()
     stop_monitor.set()
     await mon
     if rtask is not None:
@@ -649,6 +733,8 @@ async def one_run(name: str, server: Server, monitor: Monitor, args) -> dict:
                     "press_again": sum(log.press_again for log in logs),
                     "students_complete": sum(1 for c in per_student if c == n)},
         "answer_to_next_s": percentiles([x for log in logs for x in log.latencies]),
+        "answer_to_next_browser_s": percentiles([x for log in logs if log.kind == "browser" for x in log.latencies]),
+        "browser_students": n_browser,
         "join_to_first_triplet_s": percentiles([log.join_s for log in logs if log.join_s is not None]),
         "server": monitor.result(wall),
         "failures": [f"student {log.index}: {f}" for log in logs for f in log.failures][:20],
@@ -675,6 +761,7 @@ async def main_async(args) -> dict:
            "host": args.host or host_label(), "machine": machine_info(),
            "config": {"students": args.students, "triplets": args.triplets, "join_window_s": args.join_window,
                       "pause_s": list(args.pause), "lecturer": args.lecturer, "seed": args.seed,
+                      "browser_students": args.browser_students,
                       "server": "streamlit run app.py (the shipped .streamlit/config.toml), SQLite in a temp folder"},
            "target_p95_s": TARGET_P95_S, "runs": []}
     try:
@@ -724,6 +811,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="comma-separated: steady, restart (default both)")
     ap.add_argument("--lecturer", choices=("ws", "browser", "none"), default="ws",
                     help="the lecturer's open live view: a protocol client (default), Chromium, or none")
+    ap.add_argument("--browser-students", type=int, default=2,
+                    help="how many of the students are real Chromium tabs (the rest speak the protocol)")
     ap.add_argument("--restart-signal", choices=("TERM", "KILL"), default="TERM")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--host", default=None, help="host label for the file name (default: host_label())")
