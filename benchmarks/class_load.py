@@ -23,8 +23,8 @@ every auto-refresh.
   answers sent and acknowledged (the next triplet came) against the rows stored in the database,
   duplicates (a participant and triplet stored twice) and mismatches (a stored choice other than
   the one clicked).
-- The **restart** run stops the server when half the class's answers are in and starts it again
-  on the same port (SIGTERM; ``--restart-signal KILL`` for a crash): every row stored before the
+- The **restart** run stops the server when half the class's answers are in (and every student
+  has joined) and starts it again on the same port (SIGTERM; ``--restart-signal KILL`` for a crash): every row stored before the
   stop must still be there, and each student's client reconnects as the browser does, with the
   same address (its ``p=`` token), and continues where they were.
 
@@ -381,6 +381,7 @@ class StudentLog:
     clicks: int = 0
     press_again: int = 0
     reconnects: int = 0
+    reloads: int = 0  # a browser tab reloaded by its student (it showed errors after a restart)
     failures: list[str] = field(default_factory=list)
 
 
@@ -401,6 +402,7 @@ async def student(server: Server, code: str, k: int, n: int, args, state: dict) 
             log.failures.append("no triplet within 120 s of joining")
             return log
         log.join_s = c.shown_at - t0 if c.shown is not None else time.monotonic() - t0
+        state["joined"].add(k)
         log.token = dict(p.split("=", 1) for p in c.qs.split("&") if "=" in p).get("p")
         while not c.done and not c.closed_study:
             i = c.shown
@@ -447,7 +449,7 @@ async def student(server: Server, code: str, k: int, n: int, args, state: dict) 
     except Exception as exc:  # noqa: BLE001 - a student's failure is recorded, not raised
         log.failures.append(f"{type(exc).__name__}: {exc}")
     finally:
-        _finished(state)
+        _finished(state, k)
         log.token = log.token or dict(p.split("=", 1) for p in c.qs.split("&") if "=" in p).get("p")
         await c.close()
     return log
@@ -461,6 +463,10 @@ LABELS = {0: "1 is closer", 1: "2 is closer", 2: "Can't tell"}
 CHANGED_JS = """([i]) => { const e = document.querySelector("[data-triplet]"), t = document.body.innerText;
   return t.includes("answered all") || t.includes("press again")
          || (e && +e.dataset.triplet !== i && !!e.querySelector("img[data-patch]")); }"""
+#: The tab shows Streamlit's "Failed to fetch dynamically imported module" (or another exception box):
+#: seen after a server restart in a tab that had to load a script while the server was away.
+BROKEN_JS = """() => document.body.innerText.includes("Failed to fetch dynamically imported module")
+  || !!document.querySelector("[data-testid='stException']")"""
 #: The page is connected and its script idle (a click now would have been answered).
 IDLE_JS = """() => { const a = document.querySelector("[data-testid='stApp']");
   return !!a && a.getAttribute("data-test-script-state") === "notRunning"
@@ -481,8 +487,18 @@ async def browser_student(browser, server: Server, code: str, k: int, args, stat
         await asyncio.sleep(state["join_at"][k])
         t0 = time.monotonic()
         await page.goto(f"{server.url}/?study={code}", wait_until="domcontentloaded")
-        await page.wait_for_function("() => !!document.querySelector('[data-triplet] img[data-patch]')", polling=50)
+        for attempt in range(3):
+            try:
+                await page.wait_for_function("() => !!document.querySelector('[data-triplet] img[data-patch]')",
+                                             polling=50, timeout=60_000)
+                break
+            except PlaywrightTimeout:
+                if attempt == 2 or not await page.evaluate(BROKEN_JS):
+                    raise
+                log.reloads += 1  # the server went away while the tab loaded its scripts: reload, as a person would
+                await page.reload(wait_until="domcontentloaded")
         log.join_s = time.monotonic() - t0
+        state["joined"].add(k)
         while True:
             now = await page.evaluate(SHOWN_JS)
             if now["done"]:
@@ -491,17 +507,32 @@ async def browser_student(browser, server: Server, code: str, k: int, args, stat
             await asyncio.sleep(rng.uniform(*args.pause))
             choice = intended(args.seed, k, i)
             sent = time.monotonic()
+            reloaded = False
             for attempt in range(8):  # a click the page ignored (sent while it reconnected) is made again
-                await page.get_by_role("button", name=LABELS[choice]).click()
+                await page.get_by_role("button", name=LABELS[choice]).click(timeout=60_000)
                 log.clicks += 1
                 state["clicks"] += 1
                 try:
                     await page.wait_for_function(CHANGED_JS, arg=[i], polling=20, timeout=15_000)
                     break
                 except PlaywrightTimeout:
+                    if await page.evaluate(BROKEN_JS):  # what a person does: reload (the address keeps their place)
+                        log.reloads += 1
+                        await page.reload(wait_until="domcontentloaded")
+                        await page.wait_for_function("() => !!document.querySelector('[data-triplet] img[data-patch]')"
+                                                     " || document.body.innerText.includes('answered all')", polling=50)
+                        reloaded = True
+                        break
                     if attempt == 7 or await page.evaluate(IDLE_JS) is False:
                         await page.wait_for_function(CHANGED_JS, arg=[i], polling=20, timeout=60_000)
                         break
+            if reloaded:  # the click may or may not have arrived: the page says where they are
+                now = await page.evaluate(SHOWN_JS)
+                if now["done"] or now["shown"] != i:
+                    log.answers[i] = choice
+                    log.across_restart.append(time.monotonic() - sent)
+                    state["acknowledged"] += 1
+                continue
             took = time.monotonic() - sent
             after = await page.evaluate(SHOWN_JS)
             if not after["done"] and after["shown"] == i:
@@ -516,15 +547,26 @@ async def browser_student(browser, server: Server, code: str, k: int, args, stat
         _finished(state)
         await state["everyone_done"].wait()
     except Exception as exc:  # noqa: BLE001 - a student's failure is recorded, not raised
-        log.failures.append(f"{type(exc).__name__}: {str(exc)[:200]}")
+        where = ""
+        try:  # what the tab showed: its connection and script state, the text; a screenshot
+            where = await page.evaluate("""() => { const a = document.querySelector("[data-testid='stApp']");
+              return [a && a.getAttribute("data-test-connection-state"), a && a.getAttribute("data-test-script-state"),
+                      document.body.innerText.slice(0, 300)].join(" | "); }""")
+            LOGS.mkdir(parents=True, exist_ok=True)
+            await page.screenshot(path=str(LOGS / f"browser-student-{k}-failed.png"))
+        except Exception:  # the tab itself is gone
+            pass
+        log.failures.append(f"{type(exc).__name__}: {str(exc)[:200]} [{where}]")
     finally:
-        _finished(state)
+        _finished(state, k)
         await ctx.close()
     return log
 
 
-def _finished(state: dict) -> None:
+def _finished(state: dict, k: int | None = None) -> None:
     """Count a student as finished once (their answers all in, or given up)."""
+    if k is not None:
+        state["joined"].add(k)
     task = asyncio.current_task()
     if getattr(task, "_class_load_finished", False):
         return
@@ -648,7 +690,7 @@ async def one_run(name: str, server: Server, monitor: Monitor, args) -> dict:
     n = args.triplets
     rng = random.Random(f"{args.seed}:{name}")
     state = {"join_at": sorted(rng.uniform(0, args.join_window) for _ in range(args.students)),
-             "clicks": 0, "acknowledged": 0, "finished": 0, "students": args.students,
+             "clicks": 0, "acknowledged": 0, "finished": 0, "joined": set(), "students": args.students,
              "all_answered": asyncio.Event(), "everyone_done": asyncio.Event(), "lecturer_open": asyncio.Event(),
              "restart_window": lambda t: False, "stored_final": lambda: store.counts(study)[1]}
     stop_monitor = asyncio.Event()
@@ -678,7 +720,9 @@ async def one_run(name: str, server: Server, monitor: Monitor, args) -> dict:
 
     async def restarter() -> None:
         half = args.students * n // 2
-        while state["acknowledged"] < half:
+        # half the answers in, and everyone in the room (a tab still loading the app's scripts when
+        # the server goes away shows "Failed to fetch dynamically imported module" until reloaded)
+        while state["acknowledged"] < half or len(state["joined"]) < args.students:
             await asyncio.sleep(0.05)
         before = {(j.session, j.triplet, j.choice) for j in store.judgements(study)}
         sig = signal.SIGKILL if args.restart_signal == "KILL" else signal.SIGTERM
@@ -747,6 +791,7 @@ async def one_run(name: str, server: Server, monitor: Monitor, args) -> dict:
         restart["lost_after_restart"] = len(at_stop - now)
         restart["answers_across_restart_s"] = percentiles([x for log in logs for x in log.across_restart])
         restart["reconnects"] = sum(log.reconnects for log in logs)
+        restart["browser_tabs_reloaded"] = sum(log.reloads for log in logs)
         result["restart"] = restart
     return result
 
