@@ -262,10 +262,14 @@ def _answering(store, study, rows, participant: str) -> None:
                                                 f"{len(answered)} answered")
     st.markdown("**Which copy is closer to the reference?**")
     st.html(present.triplet_html(row.ref_png, row.p0_png, row.p1_png, index=row.index))
+    # Each triplet's buttons are new widgets (the triplet in their key): a second click on a button
+    # of a triplet already answered (a double click that arrives after the redraw) calls nothing,
+    # instead of answering the next triplet with the callback the redraw registered.
     with st.container(horizontal=True, gap="small", key="study_answers"):
         for choice, label in ((0, "1 is closer"), (scoring.CANT_TELL, "Can't tell"), (1, "2 is closer")):
-            st.button(label, key=f"study_choice_{choice}", shortcut=KEYS[choice], on_click=_answer, width="stretch",
-                      args=(store, study, participant, row.index, choice), help=f"or press {KEYS[choice]}")
+            st.button(label, key=f"study_choice_{choice}_{row.index}", shortcut=KEYS[choice], on_click=_answer,
+                      width="stretch", args=(store, study, participant, row.index, choice),
+                      help=f"or press {KEYS[choice]}")
     st.caption("Keys: **1**, **2**, or **0** for can't tell.")
     last = st.session_state.get(LAST)
     if study.reveal == "each" and last and last[0] == study.code and last[1] in answered:

@@ -69,7 +69,7 @@ LOGS = REPO / "test-output" / "class-load"
 TARGET_P95_S = 1.0
 STUDY_PATH = "judge_it_yourself"
 TRIPLET_RE = re.compile(r'data-triplet="(\d+)"')
-CHOICE_RE = re.compile(r"study_choice_(\d)$")
+CHOICE_RE = re.compile(r"study_choice_(\d)_(\d+)$")  # choice, triplet
 CHOICES, WEIGHTS = (0, 1, 2), (0.45, 0.45, 0.10)
 
 
@@ -238,6 +238,7 @@ class Client:
         self.closed_study = False
         self.errors = 0  # "press again" messages seen
         self.buttons: dict[int, tuple[str, str]] = {}  # choice → (widget id, fragment id)
+        self.buttons_for: int | None = None  # the triplet those buttons answer
         self.metrics: dict[str, str] = {}  # st.metric label → value
         self.runs = 0
         self._auto: dict[str, float] = {}
@@ -356,6 +357,7 @@ class Client:
                 hit = CHOICE_RE.search(el.button.id)
                 if hit:
                     self.buttons[int(hit.group(1))] = (el.button.id, m.delta.fragment_id)
+                    self.buttons_for = int(hit.group(2))
             elif ek == "alert":
                 body = el.alert.body
                 if "answered all" in body:
@@ -411,6 +413,11 @@ async def student(server: Server, code: str, k: int, n: int, args, state: dict) 
                 await reconnect(c, log, state)
                 continue
             choice = intended(args.seed, k, i)
+            if not await c.wait(lambda: c.buttons_for == i or not c.connected, 30):
+                log.failures.append(f"triplet {i}: its buttons never came")
+                break
+            if not c.connected:
+                continue
             errors0, sent = c.errors, time.monotonic()
             try:
                 await c.click(choice)
@@ -513,7 +520,7 @@ async def browser_student(browser, server: Server, code: str, k: int, args, stat
                 log.clicks += 1
                 state["clicks"] += 1
                 try:
-                    await page.wait_for_function(CHANGED_JS, arg=[i], polling=20, timeout=15_000)
+                    await page.wait_for_function(CHANGED_JS, arg=[i], polling=20, timeout=5_000)
                     break
                 except PlaywrightTimeout:
                     if await page.evaluate(BROKEN_JS):  # what a person does: reload (the address keeps their place)
@@ -523,8 +530,14 @@ async def browser_student(browser, server: Server, code: str, k: int, args, stat
                                                      " || document.body.innerText.includes('answered all')", polling=50)
                         reloaded = True
                         break
-                    if attempt == 7 or await page.evaluate(IDLE_JS) is False:
+                    if attempt == 7:
                         await page.wait_for_function(CHANGED_JS, arg=[i], polling=20, timeout=60_000)
+                        break
+                    # still running (a slow answer, or the page's own rerun after a reconnect, which
+                    # drops a click sent meanwhile): wait until it is idle, then look again
+                    await page.wait_for_function(f"() => ({CHANGED_JS})([{i}]) || ({IDLE_JS})()", polling=50,
+                                                 timeout=60_000)
+                    if await page.evaluate(CHANGED_JS, [i]):
                         break
             if reloaded:  # the click may or may not have arrived: the page says where they are
                 now = await page.evaluate(SHOWN_JS)
@@ -580,7 +593,7 @@ async def reconnect(c: Client, log: StudentLog, state: dict) -> None:
     """What the browser does when the server comes back: reconnect, ask for the same address."""
     log.reconnects += 1
     await c.close()
-    c.shown, c.buttons = None, {}
+    c.shown, c.buttons, c.buttons_for = None, {}, None
     await c.connect(c.qs, STUDY_PATH, retry_for=180)
     await c.wait(lambda: c.shown is not None or c.done or not c.connected, 120)
 

@@ -74,7 +74,7 @@ def _lecturer_widgets(at) -> list:
 
 
 def _answer(at, choice: int):
-    return ok(at.button(key=f"study_choice_{choice}").click().run())
+    return ok(at.button(key=f"study_choice_{choice}_{_shown_index(at)}").click().run())
 
 
 def _mse_score(done, judgements):

@@ -192,7 +192,8 @@ def test_two_students_and_the_lecturer_live(study_server, browser):
     lect = _tab(browser, server, f"judge_it_yourself?study={study.code}&key={study.lecturer_key}",
                 {"width": 1024, "height": 768})
     try:
-        assert "lecturer view" in lect.main_text() and lect.page.locator("img[data-qr]").count() == 1
+        assert "lecturer view" in lect.main_text()
+        lect.wait_until(lambda: lect.page.locator("img[data-qr]").count() == 1, "the QR code of the student link")
         _answer(a, [1, 1, 0], 3)
         a.wait_until(lambda: "appear here when your lecturer" in a.main_text(), "A waits for the results")
         _answer(b, [0, 2, 0], 3)
