@@ -41,6 +41,10 @@ ALIASES = {"shift_vs_blur": st.Page("app_pages/shift_vs_blur.py", title="Shift v
                                     url_path="shift_vs_blur", visibility="hidden")}
 
 page = st.navigation(PAGES + list(ALIASES.values()))
+# Any page opened with ?study=CODE shows the class study (students get "/?study=CODE"); the query
+# parameters go along (the participant token p=, the lecturer key key=).
+if "study" in st.query_params and page.url_path != "judge_it_yourself":
+    st.switch_page(next(p for p in PAGES if p.url_path == "judge_it_yourself"), query_params=st.query_params.to_dict())
 url_path = page.url_path or next(iter(ALIASES))  # the page's linkable path
 ui.start_warm_up()  # once per server: the default model built and run in a background thread
 start_periodic_release()  # once per server: memory freed between runs (closed sessions) goes back too

@@ -1,57 +1,73 @@
 """Judge it yourself: a 2AFC study a whole class can run, then each metric scored against the class.
 
-A lecturer creates a study (number of triplets, distortion families, seed; patches from the sample
-photos, a synthetic texture or an uploaded image) and gets a short code; students open the app
-with ``?study=CODE`` and all see the same triplets, one at a time: a reference patch between two
-distorted copies, answered with a click or the keys 1 / 2 / 0 (Streamlit's built-in button
-shortcuts). Answers go to a database through ``st.connection("sql")``: by default a SQLite file
-``study.db`` in ``$LPIPS_EXPLORER_DATA`` (else ``data/`` beside ``app.py``), or any SQLAlchemy URL
-set as ``[connections.sql] url = ...`` in ``.streamlit/secrets.toml``. The results score every
-metric of the registry with BAPPS' 2AFC convention (:mod:`lpips_explorer.study.scoring`).
+Three people use this page (docs/class-study.md is the guide):
 
-All computation is in :mod:`lpips_explorer.study`; this file reads widgets and draws results.
+- the **lecturer** creates a study (number of triplets, distortion families, seed; patches from the
+  sample photos, a synthetic texture or an uploaded image). Every triplet's images and every
+  metric's values are computed then, with a progress bar, and stored. The lecturer lands on the
+  lecturer link ``?study=CODE&key=KEY`` (the key is shown once; the database keeps its hash):
+  the student link with a copy button and a QR code, the class result live, release and close;
+- **students** open ``/?study=CODE`` (any page of the app with ``study=`` comes here): the page
+  adds their own token ``p=…`` to the address, so a reload keeps their place; each answer is one
+  database write and a redraw of this part of the page (an ``st.fragment``);
+- **whoever runs the server** chooses the database (``[connections.sql]``, else SQLite in
+  ``$LPIPS_EXPLORER_DATA`` or ``data/``) and who may create studies (``[study] admin_key`` in
+  ``.streamlit/secrets.toml``).
+
+All computation is in :mod:`lpips_explorer.study` and :mod:`lpips_explorer.figures.study`; this
+file reads widgets and draws.
 """
 
 from __future__ import annotations
 
+import html
 import json
 import logging
 import os
 import time
-import uuid
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import streamlit as st
 
 import ui
-from lpips_core.cells import frame_to_csv
 from lpips_core import WeightsUnavailable, metric_registry
 from lpips_core.images import ImageLoadError, image_to_png_bytes, load_image
-from lpips_explorer.study import scoring
+from lpips_explorer.figures.study import agreement_chart
+from lpips_explorer.study import access, present, scoring
+from lpips_explorer.study import prepare as prep
 from lpips_explorer.study import store as study_store
 from lpips_explorer.study import triplets as T
 
 log = logging.getLogger("lpips_explorer.study")
 DATA_ENV = "LPIPS_EXPLORER_DATA"
 DATA_DIR = Path(__file__).resolve().parents[1] / "data"
-SCALE = 5  # a 64 px patch shown at 320 px, nearest neighbour (every pixel a crisp 5 × 5 block)
-SESSION, SHOWN, LAST, ERROR = "study_session", "study_shown", "study_last", "study_error"
-CHOICE_TEXT = {0: "1 is closer", 1: "2 is closer", scoring.CANT_TELL: "can't tell"}
+URL_PATH = "judge_it_yourself"
+#: Session-state keys: when the shown triplet appeared, the last answer, an answer's error, a new key.
+SHOWN, LAST, ERROR, NEW_KEY = "study_shown", "study_last", "study_error", "study_new_key"
 SOURCES = ("Sample photos", "Synthetic texture", "An uploaded image")
+LIVE_S = 3.0  # the lecturer's results refresh every LIVE_S seconds
+WAIT_S = 5.0  # a student who has finished checks every WAIT_S seconds whether the results are out
+WATCH_S = 15.0  # a student who answers checks every WATCH_S seconds whether the study was closed
+KEYS = {0: "1", scoring.CANT_TELL: "0", 1: "2"}  # stored choice → keyboard shortcut
 
 
-# --------------------------------------------------------------------------- the database
-def _secrets_url() -> bool:
-    """Whether ``.streamlit/secrets.toml`` configures ``[connections.sql]`` (then it wins)."""
+# --------------------------------------------------------------------------- settings and the database
+def _secrets() -> dict:
+    """``.streamlit/secrets.toml`` as a dict ({} when absent or unreadable)."""
     try:
         if not st.secrets.load_if_toml_exists():
-            return False
-        section = st.secrets.get("connections", {})
-        return bool(section and section.get("sql"))
-    except Exception:  # an unreadable secrets file: fall back to the local database
-        return False
+            return {}
+        return st.secrets.to_dict()
+    except Exception:  # an unreadable secrets file: the defaults
+        log.warning("could not read .streamlit/secrets.toml; using the defaults", exc_info=True)
+        return {}
+
+
+def _settings() -> dict:
+    """``[study]`` of the secrets: ``admin_key`` (creating needs it), ``public_url`` (the students' address)."""
+    section = _secrets().get("study", {})
+    return section if isinstance(section, dict) else {}
 
 
 @st.cache_resource(show_spinner=False)
@@ -60,27 +76,21 @@ def _store(_engine, url: str) -> study_store.StudyStore:
 
 
 def get_store() -> tuple[study_store.StudyStore, str]:
-    """The study store and where it lives (for the caption). Kwargs passed to ``st.connection``
-    override ``secrets.toml``, so the default URL is passed only when the secrets name none."""
-    if _secrets_url():
-        conn = st.connection("sql", type="sql")
-        where = "the database configured in .streamlit/secrets.toml"
+    """The study store and where it lives (shown to the lecturer only). Kwargs passed to
+    ``st.connection`` override ``secrets.toml``, so the default URL is passed only when the secrets name none."""
+    section = _secrets().get("connections", {})
+    sql = section.get("sql") if isinstance(section, dict) else None
+    if isinstance(sql, dict) and sql:
+        # url= given explicitly (when the section has one) also reaches st.connection where the
+        # secrets were supplied some other way than the file (Streamlit's AppTest, for one)
+        conn = st.connection("sql", type="sql", **({"url": sql["url"]} if sql.get("url") else {}))
+        where = "the database configured as [connections.sql] in .streamlit/secrets.toml"
     else:
         folder = os.environ.get(DATA_ENV) or str(DATA_DIR)
         conn = st.connection("sql", type="sql", url=study_store.sqlite_url(folder))
-        where = f"SQLite file {Path(folder) / 'study.db'}"
+        where = f"the SQLite file {Path(folder).resolve() / 'study.db'}"
     engine = conn.engine
     return _store(engine, engine.url.render_as_string(hide_password=True)), where
-
-
-# --------------------------------------------------------------------------- triplets and metrics
-@st.cache_data(max_entries=1024, show_spinner=False)
-def _render(recipe: str, _store: study_store.StudyStore) -> T.Triplet:
-    return T.render(recipe, uploads=_store.get_image)
-
-
-def _big(img: np.ndarray) -> np.ndarray:
-    return np.repeat(np.repeat(img, SCALE, axis=0), SCALE, axis=1)
 
 
 @st.cache_resource(show_spinner="Loading a metric…")
@@ -106,147 +116,325 @@ def _models() -> tuple[list[scoring.MetricVariant], dict, list[str]]:
     return variants, models, notes
 
 
-@st.cache_data(max_entries=256, show_spinner="What each metric says…")
-def _one_distances(recipe: str, _store: study_store.StudyStore) -> dict[str, tuple[float, float]]:
+def _prepare(recipes, uploads) -> list[prep.Prepared]:
+    """Every triplet's PNGs and metric values, with a progress bar (the one wait of a study)."""
+    bar = st.progress(0.0, text="Loading the metrics…")
     variants, models, _ = _models()
-    t = _render(recipe, _store)
-    return scoring.triplet_distances(t.ref, t.p0, t.p1, variants, models)
+
+    def progress(done: int, total: int, what: str) -> None:
+        bar.progress(done / total, text=f"Preparing the study: {what} ({done} of {total})")
+
+    out = prep.prepare(recipes, variants, models, uploads=uploads, progress=progress)
+    bar.empty()
+    return out
 
 
-@st.cache_data(max_entries=16, show_spinner="Scoring every triplet with every metric…")
-def _study_distances(recipes: tuple[str, ...], _store: study_store.StudyStore) -> dict[str, list[list[float]]]:
-    variants, models, _ = _models()
-    d = scoring.study_distances([_render(r, _store) for r in recipes], variants, models)
-    return {k: [list(map(float, a)), list(map(float, b))] for k, (a, b) in d.items()}
+@st.cache_resource(max_entries=32, show_spinner=False)
+def _rows(_store: study_store.StudyStore, url: str, code: str, study_id: int) -> list[study_store.TripletRow]:
+    """A study's triplets (immutable once ready): read once per server."""
+    return _store.triplets(_store.study(code))
 
 
-# --------------------------------------------------------------------------- answering
-def _answer(store: study_store.StudyStore, study: study_store.Study, session: str, index: int, choice: int) -> None:
-    shown = st.session_state.get(SHOWN)
-    ms = round((time.monotonic() - shown[2]) * 1000) if shown and shown[:2] == (study.code, index) else None
-    try:
-        store.submit(study, session, index, choice, ms)
-    except study_store.StoreBusy as exc:
-        st.session_state[ERROR] = str(exc)
-        return
-    st.session_state[LAST] = (study.code, index, choice)
+def _url(store: study_store.StudyStore) -> str:
+    return store.engine.url.render_as_string(hide_password=True)
 
 
-def _prefers_text(p: int) -> str:
-    return {0: "1", 1: "2", -1: "tie"}[int(p)]
-
-
-def _reveal(row: study_store.TripletRow, choice: int, store) -> None:
-    d = _one_distances(row.recipe, store)
-    lines = []
-    for v in scoring.metric_variants():
-        if v.key not in d:
-            continue
-        p = int(scoring.prefers([d[v.key][0]], [d[v.key][1]], higher_is_closer=v.higher_is_closer)[0])
-        agrees = "—" if choice == scoring.CANT_TELL or p < 0 else ("yes" if p == choice else "no")
-        lines.append({"metric": v.label, "copy 1": d[v.key][0], "copy 2": d[v.key][1],
-                      "closer by the metric": _prefers_text(p), "agrees with you": agrees})
-    st.markdown(f"**Triplet {row.index + 1}: you said {CHOICE_TEXT[choice]}.** What each metric said "
-                "(a distance: smaller is closer; PSNR and SSIM: larger is closer):")
-    st.dataframe(pd.DataFrame(lines), hide_index=True, width="stretch",
-                 column_config={"copy 1": st.column_config.NumberColumn(format="%.4g"),
-                                "copy 2": st.column_config.NumberColumn(format="%.4g")})
-
-
-def _triplet_view(store, study, row: study_store.TripletRow, session: str) -> None:
-    t = _render(row.recipe, store)
-    if st.session_state.get(SHOWN, (None, None))[:2] != (study.code, row.index):
-        # (code, index, when shown, pixel digest): the response time starts here
-        st.session_state[SHOWN] = (study.code, row.index, time.monotonic(), t.digest())
-    st.markdown("**Which copy is closer to the reference in the middle?**")
-    cols = st.columns(3)
-    for col, img, cap in zip(cols, (t.p0, t.ref, t.p1), ("1", "Reference", "2")):
-        col.image(_big(img), caption=cap, width=64 * SCALE)
-    b = st.columns(3)
-    for col, choice, label, key in ((b[0], 0, "1 is closer", "1"), (b[1], scoring.CANT_TELL, "Can't tell", "0"),
-                                    (b[2], 1, "2 is closer", "2")):
-        col.button(label, key=f"study_choice_{choice}", shortcut=key, on_click=_answer, width="stretch",
-                   args=(store, study, session, row.index, choice), help=f"or press {key}")
+def study_rows(store: study_store.StudyStore, study: study_store.Study) -> list[study_store.TripletRow]:
+    """The study's triplets with their images and metric values; a study from an older version
+    gets them computed now (once) and stored."""
+    rows = _rows(store, _url(store), study.code, study.id)
+    if all(r.ready for r in rows):
+        return rows
+    missing = [r for r in rows if not r.ready]
+    with st.status(f"Preparing {len(missing)} triplets of this study once…", expanded=True):
+        done = _prepare([T.Recipe.from_json(r.recipe) for r in missing], store.get_image)
+    store.fill_triplets(study, {r.index: (d.pngs, d.distances) for r, d in zip(missing, done)})
+    _rows.clear()
+    return _rows(store, _url(store), study.code, study.id)
 
 
 # --------------------------------------------------------------------------- results
-def _fmt_rows(block: dict | None) -> dict[str, dict]:
-    if block is None:
-        return {}
-    return {m["key"]: m for m in block["metrics"]} | {"ceiling": block["ceiling"]}
-
-
-def _results(store, study, rows, session: str) -> None:
-    st.header("Results")
-    judged = store.judgements(study)
+@st.cache_data(ttl=60, max_entries=64, show_spinner=False)
+def _class_summary(_store: study_store.StudyStore, url: str, code: str, n_judgements: int) -> dict | None:
+    """The class's results while it has ``n_judgements`` answers (shared by every session)."""
+    study = _store.study(code)
+    rows = _rows(_store, url, code, study.id)  # ready: the page prepared them before asking
+    judged = _store.judgements(study)
     if not judged:
-        st.info("No answers yet.")
+        return None
+    variants = scoring.metric_variants()
+    dist = scoring.stored_distances([r.distances for r in rows])
+    return scoring.summarise(dist, [r.family for r in rows], [(j.session, j.triplet, j.choice) for j in judged],
+                             variants, seed=study.seed)
+
+
+def class_summary(store, study) -> dict | None:
+    _, n = store.counts(study)
+    return _class_summary(store, _url(store), study.code, n)
+
+
+def _class_results(store, study, rows, *, lecturer: bool) -> None:
+    """The class result to project: the chart, the triplets where MSE and the class disagreed most."""
+    res = class_summary(store, study)
+    if res is None or res["class"] is None:
+        st.info("No answers yet. The chart appears with the first answer and follows the class live."
+                if lecturer else "No answers yet.")
         return
-    variants, _, notes = _models()
-    dist = _study_distances(tuple(r.recipe for r in rows), store)
-    res = scoring.summarise(dist, [r.family for r in rows], [(j.session, j.triplet, j.choice) for j in judged],
-                            variants, session=session, seed=study.seed)
-    cls, you = _fmt_rows(res["class"]), _fmt_rows(res["you"])
-    st.caption(f"Class: {res['n_judges']} judge{'s' * (res['n_judges'] != 1)}, {res['n_judgements']} judgements on "
-               f"{len(res['per_triplet'])} of {res['n_triplets']} triplets. 2AFC agreement as in BAPPS: per "
-               "triplet, the fraction of judges choosing the copy the metric puts closer (0.5 on a metric tie; "
-               "“can't tell” counts half to each side). Intervals: 95% bootstrap over triplets.")
-    table = []
-    for key, label in [(v.key, v.label) for v in variants if v.key in dist] + [("ceiling", "Human ceiling")]:
-        c, y = cls.get(key, {}), you.get(key, {})
-        mine = key != "ceiling"  # one judge agrees with themself: no ceiling for "you"
-        table.append({"metric": label, "you": y.get("score") if mine else None,
-                      "you low": y.get("low") if mine else None, "you high": y.get("high") if mine else None,
-                      "class": c.get("score"), "class low": c.get("low"), "class high": c.get("high")})
-    fmt = {k: st.column_config.NumberColumn(format="%.3f") for k in table[0] if k != "metric"}
-    st.dataframe(pd.DataFrame(table), hide_index=True, width="stretch", column_config=fmt,
-                 height=36 * (len(table) + 1) + 3)  # every row visible, no inner scrolling
-    st.caption("Human ceiling: the mean over triplets of p² + (1 − p)², p the fraction of the class choosing "
-               "copy 2 — how often a judge drawn from this class agrees with it. With one judge it is 1.")
-    for note in notes:
-        st.caption(f":material/cloud_off: Not scored — {ui.md_escape(note)}")
-
-    by_family = res["class"]["by_family"]
-    if len(by_family) > 1:
-        st.subheader("By distortion family (class)")
-        labels = {v.key: v.label for v in variants} | {"ceiling": "Human ceiling"}
-        fam = pd.DataFrame({f: {labels[k]: e[k] for k in [*dist, "ceiling"] if k in e} for f, e in by_family.items()})
-        fam = fam.reindex([labels[k] for k in [*labels] if labels[k] in fam.index])
-        st.dataframe(fam.reset_index(names="metric"), hide_index=True, width="stretch",
-                     column_config={f: st.column_config.NumberColumn(format="%.3f") for f in by_family})
-
+    st.plotly_chart(agreement_chart(res["class"], n_judges=res["n_judges"]), key="study_chart",
+                    config={"displayModeBar": False})
+    st.caption(f"{ui.md_escape(present.judges_text(res['n_judges']))}, {res['n_judgements']} answers on "
+               f"{len(res['per_triplet'])} of {res['n_triplets']} triplets. Each dot: the share of the class a "
+               "metric agrees with (BAPPS' 2AFC score; \u201ccan't tell\u201d counts half to each copy), with its "
+               "95% bootstrap interval over triplets. Blue: learned metrics; grey diamonds: MSE, PSNR, SSIM. "
+               "Green band: the human ceiling, how often a judge drawn from this class agrees with it.")
+    if res["unavailable"]:
+        labels = {v.key: v.label for v in scoring.metric_variants()}
+        st.caption("Not scored (weights not on this server): "
+                   + ", ".join(ui.md_escape(labels.get(k, k)) for k in res["unavailable"]))
     worst = sorted((p for p in res["per_triplet"] if "mse" in p["scores"]), key=lambda p: p["scores"]["mse"])[:3]
     worst = [p for p in worst if p["scores"]["mse"] < 0.5]
     if worst:
         st.subheader("Where MSE and the class disagreed most")
         for p in worst:
             row = rows[p["index"]]
-            t = _render(row.recipe, store)
-            d0, d1 = dist["mse"][0][p["index"]], dist["mse"][1][p["index"]]
-            cols = st.columns(3)
-            for col, img, cap in zip(cols, (t.p0, t.ref, t.p1), ("1", "Reference", "2")):
-                col.image(_big(img), caption=cap, width=64 * 3)
-            st.caption(f"Triplet {p['index'] + 1} ({row.family}): {p['h']:.0%} of {p['n']} judges chose copy 2; "
-                       f"MSE puts copy {1 if d0 < d1 else 2} closer (MSE {d0:.4g} vs {d1:.4g}), agreeing with "
-                       f"{p['scores']['mse']:.0%} of the class.")
-
-    frame = pd.DataFrame([{"study": study.code, "session": j.session, "triplet": j.triplet + 1,
-                           "family": rows[j.triplet].family, "choice": j.choice, "answer": CHOICE_TEXT[j.choice],
-                           "response_ms": j.response_ms, "time_utc": j.created.isoformat()} for j in judged])
+            d0, d1 = row.distances["mse"]
+            st.markdown(f"**Triplet {p['index'] + 1}** · {ui.md_escape(row.family)}")
+            st.html(present.triplet_html(row.ref_png, row.p0_png, row.p1_png, size="large", index=row.index))
+            st.caption(f"{ui.md_escape(present.votes_text(p['votes']))} MSE puts copy {1 if d0 < d1 else 2} closer "
+                       f"(MSE {d0:.4g} against {d1:.4g}), agreeing with {p['scores']['mse']:.0%} of the class.")
+    by_family = res["class"]["by_family"]
+    if len(by_family) > 1:
+        with st.expander("By distortion family"):
+            labels = {v.key: v.label for v in scoring.metric_variants()} | {"ceiling": "Human ceiling"}
+            keys = [m["key"] for m in res["class"]["metrics"]] + ["ceiling"]
+            fam = pd.DataFrame([{"metric": labels[k], **{f: e.get(k) for f, e in by_family.items()}} for k in keys])
+            st.dataframe(fam, hide_index=True, width="stretch",
+                         column_config={f: st.column_config.NumberColumn(format="%.3f") for f in by_family})
     out = {"study": {"code": study.code, "n_triplets": study.n_triplets, "families": list(study.families),
-                     "seed": study.seed, "reveal": study.reveal}, "not_scored": notes, **res}
-    c1, c2 = st.columns(2)
-    c1.download_button("Judgements (CSV)", frame_to_csv(frame), f"study-{study.code}-judgements.csv",
-                       "text/csv", key="study_dl_csv")
-    c2.download_button("Results (JSON)", json.dumps(out, indent=1, default=str), f"study-{study.code}-results.json",
-                       "application/json", key="study_dl_json")
+                     "seed": study.seed, "reveal": study.reveal}, **res}
+    st.download_button("Results (JSON)", lambda: json.dumps(out, indent=1, default=str),
+                       f"study-{study.code}-results.json", "application/json", key="study_dl_json",
+                       on_click="ignore")
+
+
+# --------------------------------------------------------------------------- students
+def _answer(store, study, participant: str, index: int, choice: int) -> None:
+    """A button's callback: one database write. Its outcome is kept for the redraw that follows."""
+    shown = st.session_state.get(SHOWN)
+    ms = round((time.monotonic() - shown[2]) * 1000) if shown and shown[:2] == (study.code, index) else None
+    try:
+        store.submit(study, participant, index, choice, ms)
+    except study_store.StoreBusy as exc:
+        st.session_state[ERROR] = str(exc)
+        return
+    except study_store.StudyClosed:
+        st.session_state[ERROR] = "The lecturer has closed this study: it takes no more answers."
+        return
+    st.session_state[LAST] = (study.code, index)
+
+
+def _reveal(row: study_store.TripletRow, choice: int) -> None:
+    st.markdown(f"**Triplet {row.index + 1}: you said {present.CHOICE_TEXT[choice]}.** What each metric said "
+                "(a distance: smaller is closer; PSNR and SSIM: larger is closer):")
+    st.table(pd.DataFrame(present.reveal_rows(row.distances, scoring.metric_variants(), choice)), hide_index=True)
+
+
+@st.fragment
+def _answering(store, study, rows, participant: str) -> None:
+    """The triplet, the three answers and (reveal "each") what the metrics said about the last one.
+    A button reruns only this fragment: the answer's write, then this redraw."""
+    try:
+        answered = store.answered(study, participant)
+    except study_store.StoreBusy:
+        st.warning("The study database is busy right now: reload the page in a moment (your answers are kept).")
+        return
+    remaining = [r for r in rows if r.index not in answered]
+    if err := st.session_state.pop(ERROR, None):
+        st.error(err, icon=":material/error:")
+        if "closed" in err:
+            st.rerun(scope="app")
+    if not remaining:
+        st.rerun(scope="app")  # the last answer: the whole page becomes the results
+    row = remaining[0]
+    if st.session_state.get(SHOWN, (None, None))[:2] != (study.code, row.index):
+        st.session_state[SHOWN] = (study.code, row.index, time.monotonic())  # the response time starts here
+    st.progress(len(answered) / len(rows), text=f"Triplet {row.index + 1} of {len(rows)} · "
+                                                f"{len(answered)} answered")
+    st.markdown("**Which copy is closer to the reference?**")
+    st.html(present.triplet_html(row.ref_png, row.p0_png, row.p1_png, index=row.index))
+    # Each triplet's buttons are new widgets (the triplet in their key): a second click on a button
+    # of a triplet already answered (a double click that arrives after the redraw) calls nothing,
+    # instead of answering the next triplet with the callback the redraw registered.
+    with st.container(horizontal=True, gap="small", key="study_answers"):
+        for choice, label in ((0, "1 is closer"), (scoring.CANT_TELL, "Can't tell"), (1, "2 is closer")):
+            st.button(label, key=f"study_choice_{choice}_{row.index}", shortcut=KEYS[choice], on_click=_answer,
+                      width="stretch", args=(store, study, participant, row.index, choice),
+                      help=f"or press {KEYS[choice]}")
+    st.caption("Keys: **1**, **2**, or **0** for can't tell.")
+    last = st.session_state.get(LAST)
+    if study.reveal == "each" and last and last[0] == study.code and last[1] in answered:
+        _reveal(rows[last[1]], answered[last[1]])
+
+
+@st.fragment(run_every=WATCH_S)
+def _watch(store, code: str) -> None:
+    """While a student answers: every WATCH_S seconds, whether the lecturer has closed the study
+    (then the page says so). It also makes the page rerun whole after the server restarts: the
+    browser requests a full run on reconnecting only when the page has a fragment that reruns by
+    itself, and the answer buttons' fragment exists only in the server process that drew them."""
+    if store.study(code).closed is not None:
+        st.rerun(scope="app")
+
+
+@st.fragment(run_every=WAIT_S)
+def _wait_for_results(store, code: str) -> None:
+    """A finished student's page checks every few seconds whether the lecturer has released the results."""
+    if store.study(code).class_visible:
+        st.rerun(scope="app")
+    st.info("The class results appear here when your lecturer shows them.", icon=":material/hourglass_top:")
+
+
+def _student(store, study) -> None:
+    token = st.query_params.get("p")
+    if not access.valid_token(token):
+        if token is not None:
+            st.warning("This link's participant token is malformed: you start as a new participant.")
+        token = access.new_token()
+        st.query_params["p"] = token  # a reload or a reopened tab keeps it
+    participant = access.participant_id(token)
+    rows = study_rows(store, study)
+    st.caption(f"Study **{study.code}** · {len(rows)} triplets · anonymous: no name is asked; this page's "
+               "address keeps your place, so a reload continues where you were.")
+    answered = store.answered(study, participant)
+    if len(answered) < len(rows) and study.closed is None:
+        _answering(store, study, rows, participant)
+        _watch(store, study.code)
+        return
+    if study.closed is not None and len(answered) < len(rows):
+        st.warning(f"The lecturer has closed this study: you answered {len(answered)} of {len(rows)} triplets.")
+    else:
+        st.success(f"You have answered all {len(rows)} triplets. Thank you!")
+    last = st.session_state.get(LAST)
+    if study.reveal == "each" and last and last[0] == study.code and last[1] in answered:
+        _reveal(rows[last[1]], answered[last[1]])
+    if answered:
+        dist = scoring.stored_distances([r.distances for r in rows])
+        mine = scoring.summarise(dist, [r.family for r in rows], [(participant, i, c) for i, c in answered.items()],
+                                 scoring.metric_variants(), n_boot=1)["class"]
+        klass = None
+        if study.class_visible:
+            res = class_summary(store, study)
+            klass = res["class"] if res else None
+        st.subheader("Which metric agrees with you")
+        st.table(pd.DataFrame(present.own_rows(mine, klass)), hide_index=True)
+        st.caption(f"For each metric, the share of your {len(answered)} answers it agrees with (\u201ccan't tell\u201d "
+                   "counts half)" + (", and of the whole class's." if klass else "."))
+    if study.class_visible:
+        st.header("The class")
+        _class_results(store, study, rows, lecturer=False)
+    else:
+        _wait_for_results(store, study.code)
+
+
+# --------------------------------------------------------------------------- the lecturer
+def _app_url() -> str:
+    """The address students use: ``[study] public_url`` if set, else the one this browser used."""
+    public = _settings().get("public_url")
+    if isinstance(public, str) and public.strip():
+        return public.strip().rstrip("/")
+    return ui.links.link(st.context.url, "", {}, served_path=URL_PATH).rstrip("/")
+
+
+def _qr_html(link: str, width: str) -> str:
+    return (f'<img data-qr="student" alt="QR code of the student link" src="{present.qr_svg_data_uri(link)}" '
+            f'style="width:{width};image-rendering:pixelated;display:block;margin:auto">')
+
+
+@st.dialog("Join the study", width="large")
+def _qr_dialog(link: str, code: str) -> None:
+    """The student link's QR code as large as the window allows, for the back of the room."""
+    st.html(_qr_html(link, "min(100%, 72vh)") + f"<div style='text-align:center;font-size:1.6rem'>"
+            f"{html.escape(link)}<br>code <b>{html.escape(code)}</b></div>")
+
+
+def _set_released(store, study, key) -> None:
+    store.release(store.study(study.code), key, bool(st.session_state.get("study_released")))
+
+
+@st.fragment(run_every=LIVE_S)
+def _live(store, code: str, key: str) -> None:
+    """The lecturer's live view: who has answered, the class result, the downloads (every few seconds)."""
+    study = store.study(code)
+    rows = study_rows(store, study)
+    judged = store.judgements(study)
+    per: dict[str, int] = {}
+    for j in judged:
+        per[j.session] = per.get(j.session, 0) + 1
+    finished = sum(1 for n in per.values() if n == len(rows))
+    c1, c2, c3 = st.columns(3)
+    c1.metric("Students", len(per))
+    c2.metric("Answers", len(judged))
+    c3.metric("Finished", finished)
+    _class_results(store, study, rows, lecturer=True)
+    families = [r.family for r in rows]
+    st.download_button("Every answer (CSV)", lambda: present.judgements_csv(study.code, store.judgements(study),
+                                                                            families),
+                       f"study-{study.code}-answers.csv", "text/csv", key="study_dl_csv", on_click="ignore")
+
+
+def _lecturer(store, study, key: str, where: str) -> None:
+    st.subheader(f"Study {study.code} · lecturer view")
+    app_url = _app_url()
+    if st.session_state.get(NEW_KEY) == study.code:
+        st.success("Study created. This page's address is your **lecturer link**: it is shown here once and the "
+                   "server keeps only a hash of its key. Bookmark it; it alone shows the results before the end, "
+                   "downloads every answer and closes the study.", icon=":material/key:")
+        st.code(present.lecturer_link(app_url, study.code, key), language=None, wrap_lines=True)
+        if st.button("I have kept it", key="study_key_kept"):
+            st.session_state.pop(NEW_KEY, None)
+            st.rerun()
+    link = present.student_link(app_url, study.code)
+    left, right = st.columns([3, 2], vertical_alignment="center")
+    with left:
+        st.markdown("**Students open** (copy it with the icon, or let them scan the code):")
+        st.code(link, language=None, wrap_lines=True)
+        st.caption(f"Or they open the app and type the code **{study.code}**. {study.n_triplets} triplets · "
+                   f"{', '.join(study.families)} · metrics shown {'after every answer' if study.reveal == 'each' else 'at the end'}.")
+        if present.local_only(link):
+            st.warning("This address names this computer only: students' devices cannot open it. Open this page "
+                       "through the computer's network address, or set `public_url` under `[study]` in "
+                       ".streamlit/secrets.toml.", icon=":material/wifi_off:")
+    with right:
+        st.html(_qr_html(link, "min(100%, 340px)"))
+        if st.button("Show the code full screen", key="study_qr_big", icon=":material/qr_code_2:", width="stretch"):
+            _qr_dialog(link, study.code)
+    c1, c2 = st.columns(2, vertical_alignment="center")
+    c1.toggle("Show the class results to students", value=study.released, key="study_released",
+              on_change=_set_released, args=(store, study, key),
+              help="Students who have finished see the class chart as soon as this is on.")
+    if study.closed is None:
+        if c2.button("Close the study", key="study_close", icon=":material/lock:",
+                     help="No more answers; everyone sees the class results."):
+            store.close(study, key)
+            st.rerun()
+    else:
+        c2.caption(f"Closed at {study.closed:%H:%M} UTC: no more answers; everyone sees the class results.")
+        if c2.button("Reopen", key="study_reopen"):
+            store.reopen(study, key)
+            st.rerun()
+    st.header("The class, live")
+    _live(store, study.code, key)
+    st.caption(f"Answers are stored in {ui.md_escape(where)} (shown in the lecturer view only), with an "
+               "anonymous participant id each.")
 
 
 # --------------------------------------------------------------------------- creating and joining
-def _create_form(store, *, expanded: bool) -> None:
-    with st.expander("Create a study (lecturer)", expanded=expanded):
+def _create(store) -> None:
+    settings = _settings()
+    admin = settings.get("admin_key")
+    with st.expander("Create a study (lecturer)", expanded=True):
         c1, c2, c3 = st.columns(3)
-        n = c1.number_input("Triplets", 1, 200, 20, key="study_n")
+        n = c1.number_input("Triplets", 1, 200, 12, key="study_n")
         seed = c2.number_input("Seed", 0, 2**31 - 1, 0, key="study_seed")
         source = c3.radio("Patches from", SOURCES, key="study_source")
         families = st.multiselect("Distortion families", T.FAMILIES, default=["shift-vs-blur"], key="study_families",
@@ -257,7 +445,14 @@ def _create_form(store, *, expanded: bool) -> None:
             upload = st.file_uploader("Image", type=list(ui.UPLOAD_TYPES), key="study_upload")
         each = st.toggle("Show what each metric said after every answer (off: only at the end)", value=True,
                          key="study_reveal_each")
+        given = None
+        if admin:
+            given = st.text_input("Admin key", type="password", key="study_admin_key",
+                                  help="This server lets only holders of its admin key create studies.")
         if not st.button("Create the study", key="study_create", type="primary"):
+            return
+        if not access.admin_ok(admin, given):
+            st.error("That is not this server's admin key: ask whoever runs it.")
             return
         if not families:
             st.error("Choose at least one distortion family.")
@@ -284,74 +479,55 @@ def _create_form(store, *, expanded: bool) -> None:
         except ValueError as exc:
             st.error(ui.md_escape(str(exc)))
             return
+        done = _prepare(recipes, uploads)
         for uid, png in uploads.items():
             store.put_image(uid, png)
-        digests = [T.render(r, uploads=uploads).digest() for r in recipes]
         study = store.create_study(recipes, families=families, seed=int(seed), reveal="each" if each else "end",
-                                   digests=digests)
-        st.query_params["study"] = study.code
+                                   digests=[d.digest for d in done], pngs=[d.pngs for d in done],
+                                   distances=[d.distances for d in done])
+        st.session_state[NEW_KEY] = study.code
+        st.query_params.from_dict({"study": study.code, "key": study.lecturer_key})
         st.rerun()
 
 
-def _join_form() -> None:
+def _join() -> None:
     with st.form("study_join", border=False):
         code = st.text_input("Study code", key="study_join_code", placeholder="e.g. K7QW3M")
         if st.form_submit_button("Join") and code.strip():
-            st.query_params["study"] = code.strip().upper()
+            st.query_params.from_dict({"study": code.strip().upper()})
             st.rerun()
 
 
 # --------------------------------------------------------------------------- the page
 def main() -> None:
     st.title("Judge it yourself")
-    st.caption("LPIPS was fitted to people's answers to one question: which of two distorted copies is closer "
-               "to a reference? Answer it yourself, then see which metric agrees with you and with your class.")
     try:
         store, where = get_store()
     except Exception as exc:  # a bad URL, a missing driver, an unreachable server: say so, keep the app alive
-        st.error(f"The study database could not be opened ({type(exc).__name__}). Check "
-                 f"`[connections.sql]` in .streamlit/secrets.toml or ${DATA_ENV}; the server's log has the details.")
+        st.error(f"The study database could not be opened ({type(exc).__name__}). Whoever runs this server: "
+                 f"check `[connections.sql]` in .streamlit/secrets.toml or ${DATA_ENV}; the server's log has "
+                 "the details.")
         log.exception("the study database could not be opened")
         return
-    session = st.session_state.setdefault(SESSION, uuid.uuid4().hex)
     code = st.query_params.get("study")
     study = store.study(code) if code else None
-    if code and study is None:
-        st.error(f"No study has the code {ui.md_escape(ui.links.shown(code, quote=False))}.")
     if study is None:
-        _join_form()
-        _create_form(store, expanded=True)
-        st.caption(f"Answers are stored in the {ui.md_escape(where)}, with an anonymous session id only.")
+        st.caption("LPIPS was fitted to people's answers to one question: which of two distorted copies is "
+                   "closer to a reference? Answer it yourself with your class, then see which metric agrees "
+                   "with you and with the class.")
+        if code:
+            st.error(f"No study has the code {ui.md_escape(code)}.")
+        _join()
+        _create(store)
         return
-
-    rows = store.triplets(study)
-    st.subheader(f"Study {study.code}")
-    st.caption(f"{study.n_triplets} triplets · {', '.join(study.families)} · metrics shown "
-               f"{'after every answer' if study.reveal == 'each' else 'at the end'} · students join with "
-               f"`?study={study.code}` after the app's address. Anonymous: no name is asked or kept.")
-    if err := st.session_state.pop(ERROR, None):
-        st.error(err)
-    answered = store.answered(study, session)
-    st.progress(len(answered) / len(rows), text=f"{len(answered)} of {len(rows)} answered")
-    remaining = [r for r in rows if r.index not in answered]
-    if remaining:
-        st.caption(f"Triplet {remaining[0].index + 1} of {len(rows)} · keys: 1, 2, or 0 for can't tell")
-        _triplet_view(store, study, remaining[0], session)
-    else:
-        st.success(f"You have answered all {len(rows)} triplets. Thank you!")
-    last = st.session_state.get(LAST)
-    if study.reveal == "each" and last and last[0] == study.code and last[1] in answered:
-        _reveal(rows[last[1]], last[2], store)  # below the next triplet: the images stay at the top
-    lecturer = st.toggle("Show the class results now (lecturer)", key="study_lecturer",
-                         help="results appear for everyone once they have answered every triplet")
-    if not remaining or lecturer:
-        if st.button("Refresh the class results", key="study_refresh"):
-            pass  # a rerun reads the judgements again
-        _results(store, study, rows, session)
-    if st.button("Leave this study", key="study_leave"):
-        del st.query_params["study"]
-        st.rerun()
-    _create_form(store, expanded=False)
+    key = st.query_params.get("key")
+    if key is not None:
+        if store.is_lecturer(study, key):
+            _lecturer(store, study, key, where)
+            return
+        st.warning("This link's lecturer key does not open this study: you see the student view.")
+        del st.query_params["key"]
+    _student(store, study)
 
 
 main()

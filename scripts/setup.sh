@@ -33,6 +33,12 @@ if [ "$mode" = test ] && [ ! -x /usr/bin/chromium ]; then
   sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo
   $sudo apt-get update -qq && $sudo apt-get install -y -qq chromium >/dev/null
 fi
+# The class study's store is tested on a throw-away PostgreSQL cluster (tests/pg_server.py runs
+# initdb and pg_ctl from /usr/lib/postgresql/*/bin).
+if [ "$mode" = test ] && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+  sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo
+  $sudo apt-get update -qq && $sudo apt-get install -y -qq postgresql >/dev/null
+fi
 # The default page's sweeps (Shift vs blur on the default sample photo at the default working size:
 # AlexNet, VGG16 and the CPU successor), cached on disk keyed by the image, the model and the
 # library's sources, so a new server answers its first visit without running them. Seconds when

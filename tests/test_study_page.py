@@ -1,125 +1,298 @@
-"""AppTest of the "Judge it yourself" page on a temporary SQLite database (LPIPS_EXPLORER_DATA)."""
+"""AppTest of the "Judge it yourself" page on a temporary SQLite database (LPIPS_EXPLORER_DATA).
+
+The app is opened as people open it: students with ``/?study=CODE`` (the root page; app.py sends
+any page with ``study=`` to the study), a reload as a fresh session with the same address, the
+lecturer with the lecturer link ``?study=CODE&key=KEY``.
+"""
 
 from __future__ import annotations
 
+import sqlite3
+import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 import sqlalchemy as sa
 
+import torch
+
 from lpips_core import metrics
-from lpips_explorer.study import scoring
+from lpips_core.testing import reference_lpips
+from lpips_explorer.study import access, scoring
+from lpips_explorer.study import prepare as P
 from lpips_explorer.study import store as S
 from lpips_explorer.study import triplets as T
-from apptest_helpers import frame, ok, row
+from apptest_helpers import ok
+from pg_server import pg_cluster, pg_url  # noqa: F401  (fixtures)
 
-PAGE = "app_pages/judge_it_yourself.py"
+pytestmark = pytest.mark.apptest  # full tier (tests/conftest.py): each test runs the app
+
 APP = Path(__file__).resolve().parents[1] / "app.py"
+FAMILIES = ["shift-vs-blur", "noise-vs-blur"]
+CLASSIC = [v for v in scoring.metric_variants() if not v.learned]
+
+
+def _app():
+    from streamlit.testing.v1 import AppTest
+
+    return AppTest.from_file(str(APP), default_timeout=180)
 
 
 @pytest.fixture
 def study(tmp_path, monkeypatch):
-    """A 5-triplet shift-vs-blur study (metrics after every answer) in a database of its own."""
+    """A 5-triplet study (metrics after every answer) in a database of its own, its images and the
+    pixel metrics' values stored (the learned ones are checked in the creation test)."""
     monkeypatch.setenv("LPIPS_EXPLORER_DATA", str(tmp_path))
     store = S.StudyStore(sa.create_engine(S.sqlite_url(tmp_path)))
-    recipes = T.make_recipes(5, families=["shift-vs-blur", "noise-vs-blur"], seed=4)
-    return store, store.create_study(recipes, families=["shift-vs-blur", "noise-vs-blur"], seed=4), recipes
+    recipes = T.make_recipes(5, families=FAMILIES, seed=4)
+    done = P.prepare(recipes, CLASSIC, {})
+    made = store.create_study(recipes, families=FAMILIES, seed=4, digests=[d.digest for d in done],
+                              pngs=[d.pngs for d in done], distances=[d.distances for d in done])
+    return store, made, done
 
 
-def _open(app, code):
-    app.query_params["study"] = code
-    at = ok(app.run())
-    return ok(at.switch_page(PAGE).run())
+def _open(query: dict):
+    """A new session on ``/`` with ``query`` (a first visit, or a reload of a kept address)."""
+    at = _app()
+    for k, v in query.items():
+        at.query_params[k] = v
+    return ok(at.run())
 
 
-def _answer_all(at, choices, recipes, code, *, start=0):
-    """Answer triplets ``start``… with ``choices``, checking each shown triplet is the recipe's pixels."""
-    for i, choice in list(enumerate(choices))[start:]:
-        shown = at.session_state["study_shown"]
-        assert shown[:2] == (code, i) and shown[3] == T.render(recipes[i]).digest()
-        assert any(f"Triplet {i + 1} of 5" in c.value for c in at.caption)
-        ok(at.button(key=f"study_choice_{choice}").click().run())
-    return at
+def _title(at) -> str:
+    return at.title[0].value if at.title else ""
 
 
-def _mse_score(recipes, judgements):
-    """The class's MSE agreement, recomputed here from the recipes and the answers."""
-    trip = [T.render(r) for r in recipes]
+def _shown_index(at) -> int | None:
+    return at.session_state["study_shown"][1] if "study_shown" in at.session_state else None
+
+
+def _lecturer_widgets(at) -> list:
+    """The lecturer's controls on the page (release, close), if any."""
+    return [w for w in [*at.toggle, *at.button] if w.key in ("study_released", "study_close", "study_reopen")]
+
+
+def _answer(at, choice: int):
+    return ok(at.button(key=f"study_choice_{choice}_{_shown_index(at)}").click().run())
+
+
+def _mse_score(done, judgements):
+    """The class's MSE agreement, recomputed from the stored PNGs' pixels and the answers."""
     fr = scoring.judge_fractions([t for _, t, _ in judgements], [c for _, _, c in judgements])
     idx = sorted(fr)
-    d0 = [metrics.mse(trip[i].ref, trip[i].p0) for i in idx]
-    d1 = [metrics.mse(trip[i].ref, trip[i].p1) for i in idx]
-    return scoring.two_afc(d0, d1, [fr[i][0] for i in idx])
+    d = []
+    for i in idx:
+        ref, p0, p1 = (P.decode_png(p) for p in done[i].pngs)
+        d.append((metrics.mse(ref, p0), metrics.mse(ref, p1)))
+    return scoring.two_afc([a for a, _ in d], [b for _, b in d], [fr[i][0] for i in idx])
 
 
-def test_two_students_answer_one_study_and_see_pooled_results(app, study):
-    from streamlit.testing.v1 import AppTest
+def test_root_link_lands_on_the_study_and_a_reload_keeps_the_participant(study):
+    store, made, done = study
+    at = _open({"study": made.code})
+    assert _title(at) == "Judge it yourself"  # "/?study=CODE" opened the study, not the default page
+    token = at.query_params["p"]
+    assert access.valid_token(token) and at.query_params["study"] == made.code
+    assert _shown_index(at) == 0
+    _answer(at, 1)
+    _answer(at, 0)
+    # reload: a new session with the same address (the token in it)
+    again = _open({"study": made.code, "p": token})
+    assert again.query_params["p"] == token and _shown_index(again) == 2
+    _answer(again, 2)
+    for choice in (1, 1):
+        _answer(again, choice)
+    judged = [(j.session, j.triplet, j.choice) for j in store.judgements(made)]
+    pid = access.participant_id(token)
+    assert judged == [(pid, 0, 1), (pid, 1, 0), (pid, 2, 2), (pid, 3, 1), (pid, 4, 1)]
+    assert store.counts(made) == (1, 5)  # one person, one judge
+    assert any("answered all 5" in s.value for s in again.success)
+    # another page of the app with study= and the token lands on the study too, finished
+    other = _app()
+    other.query_params.update({"study": made.code, "p": token})
+    ok(other.run())
+    ok(other.switch_page("app_pages/distortion_lab.py").run())
+    assert _title(other) == "Judge it yourself" and any("answered all 5" in s.value for s in other.success)
 
-    store, st_, recipes = study
-    a_choices = [1, 0, 2, 1, 1]
-    at = _open(app, st_.code)
-    assert any(f"Study {st_.code}" in s.value for s in at.subheader)
-    ok(at.button(key=f"study_choice_{a_choices[0]}").click().run())
-    # the reveal after the first answer: the metrics' values for that triplet
-    reveal = frame(at, "agrees with you")
-    t0 = T.render(recipes[0])
-    mse_row = row(reveal, "metric", "MSE")
-    assert mse_row["copy 1"] == pytest.approx(metrics.mse(t0.ref, t0.p0), rel=1e-12)
-    assert mse_row["copy 2"] == pytest.approx(metrics.mse(t0.ref, t0.p1), rel=1e-12)
-    assert mse_row["agrees with you"] == ("yes" if (mse_row["copy 1"] > mse_row["copy 2"]) == (a_choices[0] == 1) else "no")
-    assert {"LPIPS · AlexNet", "LPIPS · VGG16 (baseline)", "ST-LPIPS · AlexNet", "DISTS · VGG16"} <= set(reveal["metric"])
-    _answer_all(at, a_choices, recipes, st_.code, start=1)
+
+def test_a_student_cannot_reveal_results_or_download_answers(study):
+    store, made, done = study
+    at = _open({"study": made.code})
+    for choice in (1, 0, 2, 1, 1):
+        _answer(at, choice)
     assert any("answered all 5" in s.value for s in at.success)
-    res = frame(at, "class")
-    a_session = at.session_state["study_session"]
-    judged = [(j.session, j.triplet, j.choice) for j in store.judgements(st_)]
-    assert judged == [(a_session, i, c) for i, c in enumerate(a_choices)]
-    assert row(res, "metric", "MSE")["class"] == pytest.approx(_mse_score(recipes, judged), abs=1e-12)
-    assert row(res, "metric", "MSE")["you"] == row(res, "metric", "MSE")["class"]
-    assert any("Class: 1 judge," in c.value for c in at.caption)
-
-    # a second student, another session, the same code: the same triplets, then the pooled results
-    other = AppTest.from_file(str(APP), default_timeout=180)
-    b = _open(other, st_.code.lower())
-    assert b.session_state["study_session"] != a_session
-    b_choices = [0, 0, 1, 1, 2]
-    _answer_all(b, b_choices, recipes, st_.code)
-    judged = [(j.session, j.triplet, j.choice) for j in store.judgements(st_)]
-    assert len(judged) == 10 and len({s for s, _, _ in judged}) == 2
-    res = frame(b, "class")
-    assert row(res, "metric", "MSE")["class"] == pytest.approx(_mse_score(recipes, judged), abs=1e-12)
-    mine = [(s, t, c) for s, t, c in judged if s == b.session_state["study_session"]]
-    assert row(res, "metric", "MSE")["you"] == pytest.approx(_mse_score(recipes, mine), abs=1e-12)
-    fr = scoring.judge_fractions([t for _, t, _ in judged], [c for _, _, c in judged])
-    assert row(res, "metric", "Human ceiling")["class"] == pytest.approx(
-        scoring.human_ceiling([fr[i][0] for i in sorted(fr)]), abs=1e-12)
-    assert any("Class: 2 judges, 10 judgements" in c.value for c in b.caption)
-    assert {"LPIPS · AlexNet", "LPIPS · AlexNet (baseline)", "LPIPS · VGG16", "ST-LPIPS · VGG16",
-            "DISTS · VGG16", "PSNR", "SSIM"} <= set(res["metric"])
-    # the first student, on a rerun, sees the pooled class too
-    ok(at.run())
-    assert any("Class: 2 judges, 10 judgements" in c.value for c in at.caption)
+    # their own agreement, no class results, no lecturer controls, no downloads, no server path
+    own = at.table[-1].value
+    assert list(own.columns) == ["metric", "agrees with you"] and not own.isna().any().any()
+    assert not at.get("plotly_chart") and not _lecturer_widgets(at) and not at.get("download_button")
+    assert any("appear here when your lecturer" in i.value for i in at.info)
+    text = " ".join(m.value for m in at.markdown) + " ".join(c.value for c in at.caption)
+    assert "study.db" not in text and "SQLite" not in text
+    # a wrong lecturer key gives the student view, with a notice, and the key is dropped
+    bad = _open({"study": made.code, "key": made.lecturer_key[:-2] + "xx", "p": at.query_params["p"]})
+    assert any("does not open this study" in w.value for w in bad.warning)
+    assert "key" not in bad.query_params and not _lecturer_widgets(bad) and not bad.get("download_button")
+    assert not store.study(made.code).released
 
 
-def test_a_lecturer_creates_a_study_and_an_unknown_code_says_so(app, tmp_path, monkeypatch):
+def test_the_lecturer_link_shows_the_class_live_releases_and_closes(study):
+    store, made, done = study
+    a = _open({"study": made.code})
+    a_choices = [1, 0, 2, 1, 1]
+    for c in a_choices:
+        _answer(a, c)
+    b = _open({"study": made.code})
+    b_choices = [0, 0, 1]
+    for c in b_choices:
+        _answer(b, c)
+    lect = _open({"study": made.code, "key": made.lecturer_key})
+    assert any(f"Study {made.code} · lecturer view" in s.value for s in lect.subheader)
+    codes = [c.value for c in lect.code]
+    assert any(v.endswith(f"/?study={made.code}") for v in codes)  # the full student link, copyable
+    assert [m.value for m in lect.metric] == ["2", "8", "1"]  # students, answers, finished
+    chart = lect.get("plotly_chart")
+    assert chart, "the lecturer sees the class chart"
+    judged = [(j.session, j.triplet, j.choice) for j in store.judgements(made)]
+    import json
+
+    fig = json.loads(chart[0].proto.spec)
+    mse_trace = next(t for t in fig["data"] if "MSE" in t["y"])
+    assert mse_trace["x"][mse_trace["y"].index("MSE")] == pytest.approx(_mse_score(done, judged), abs=1e-12)
+    assert any("2 judges, 8 answers" in c.value for c in lect.caption)
+    assert lect.get("download_button")  # every answer as CSV, and the results
+    assert any("SQLite file" in c.value for c in lect.caption)  # where data lives: lecturer only
+    # students who finished see the class only once released
+    ok(a.run())
+    assert not a.get("plotly_chart")
+    ok(lect.toggle(key="study_released").set_value(True).run())
+    assert store.study(made.code).released
+    ok(a.run())
+    assert a.get("plotly_chart") and list(a.table[-1].value.columns) == ["metric", "agrees with you", "agrees with the class"]
+    # closing: no more answers; the student who had not finished is told so and sees the class
+    ok(lect.button(key="study_close").click().run())
+    assert store.study(made.code).closed is not None
+    ok(b.run())
+    assert any("closed this study" in w.value for w in b.warning) and b.get("plotly_chart")
+    assert not [x for x in b.button if x.key and x.key.startswith("study_choice_")]
+    assert len(store.judgements(made)) == 8
+
+
+def test_an_answer_under_a_held_write_lock_says_press_again_within_3_s(study, tmp_path):
+    store, made, done = study
+    at = _open({"study": made.code})
+    holder = sqlite3.connect(tmp_path / "study.db", timeout=0, isolation_level=None, check_same_thread=False)
+    try:
+        holder.execute("BEGIN IMMEDIATE")
+        t0 = time.monotonic()
+        _answer(at, 1)
+        took = time.monotonic() - t0
+        assert took < 3.0, took
+        assert any("press again" in e.value for e in at.error)
+        assert _shown_index(at) == 0 and store.judgements(made) == []
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    _answer(at, 1)
+    assert _shown_index(at) == 1 and not at.error
+    assert [(j.triplet, j.choice) for j in store.judgements(made)] == [(0, 1)]
+
+
+def test_a_lecturer_creates_a_study_with_every_value_precomputed(app, tmp_path, monkeypatch):
     monkeypatch.setenv("LPIPS_EXPLORER_DATA", str(tmp_path))
     at = ok(app.run())
-    ok(at.switch_page(PAGE).run())
+    ok(at.switch_page("app_pages/judge_it_yourself.py").run())
     at.number_input(key="study_n").set_value(3)
     at.number_input(key="study_seed").set_value(12)
     at.multiselect(key="study_families").set_value(["blur", "jpeg-vs-noise"])
     at.toggle(key="study_reveal_each").set_value(False)
     ok(at.button(key="study_create").click().run())
-    code = at.query_params["study"]
+    code, key = at.query_params["study"], at.query_params["key"]
     store = S.StudyStore(sa.create_engine(S.sqlite_url(tmp_path)))
     made = store.study(code)
     assert (made.n_triplets, made.seed, made.reveal, made.families) == (3, 12, "end", ("blur", "jpeg-vs-noise"))
-    want = [r.to_json() for r in T.make_recipes(3, families=["blur", "jpeg-vs-noise"], seed=12)]
-    assert [r.recipe for r in store.triplets(made)] == want
-    assert at.session_state["study_shown"][:2] == (code, 0)
-    ok(at.button(key="study_choice_1").click().run())
-    assert not [d for d in at.dataframe if "agrees with you" in d.value.columns]  # reveal only at the end
-    ok(at.button(key="study_leave").click().run())
-    at.query_params["study"] = "NOSUCH"
+    assert store.is_lecturer(made, key) and made.lecturer_hash == S.key_hash(key)
+    assert any(f"Study {code} · lecturer view" in s.value for s in at.subheader)
+    assert any(key in c.value for c in at.code)  # the lecturer link, shown once
+    recipes = T.make_recipes(3, families=["blur", "jpeg-vs-noise"], seed=12)
+    rows = store.triplets(made)
+    assert [r.recipe for r in rows] == [r.to_json() for r in recipes] and all(r.ready for r in rows)
+    oracle = reference_lpips("alex")  # the reference lpips package on our weights
+    for row, recipe in zip(rows, recipes):
+        t = T.render(recipe)
+        ref, p0, p1 = (P.decode_png(p) for p in (row.ref_png, row.p0_png, row.p1_png))
+        for shown, exact in ((ref, t.ref), (p0, t.p0), (p1, t.p1)):  # the PNGs are the rendering, 8-bit
+            assert np.abs(shown - exact).max() <= 0.5 / 255 + 1e-6 and np.allclose(shown * 255, np.round(shown * 255), atol=1e-4)
+        assert row.digest == t.digest()
+        assert row.distances["mse"] == (metrics.mse(ref, p0), metrics.mse(ref, p1))
+        x = torch.from_numpy(np.stack([ref, ref])).permute(0, 3, 1, 2)
+        y = torch.from_numpy(np.stack([p0, p1])).permute(0, 3, 1, 2)
+        with torch.no_grad():
+            d = oracle(x, y, normalize=True).flatten().tolist()
+        assert row.distances["lpips-alex"] == pytest.approx(tuple(d), rel=1e-5, abs=1e-6)
+        assert {"lpips-vgg", "lpips-alex-baseline", "stlpips-alex", "dists-vgg", "psnr", "ssim"} <= set(row.distances)
+    # a student answers with no metric computed (the reveal is at the end: no table while answering)
+    s = _open({"study": code})
+    _answer(s, 1)
+    assert not s.table and [(j.triplet, j.choice) for j in store.judgements(made)] == [(0, 1)]
+    s.query_params["study"] = "NOSUCH"
+    del s.query_params["p"]
+    ok(s.run())
+    assert any("No study has the code NOSUCH" in e.value for e in s.error)
+
+
+def test_an_admin_key_limits_who_creates_studies(tmp_path, monkeypatch):
+    monkeypatch.setenv("LPIPS_EXPLORER_DATA", str(tmp_path))
+    at = _app()
+    at.secrets["study"] = {"admin_key": "s3cret-admin"}
     ok(at.run())
-    assert any("No study has the code NOSUCH" in e.value for e in at.error)
+    ok(at.switch_page("app_pages/judge_it_yourself.py").run())
+    at.number_input(key="study_n").set_value(2)
+    ok(at.button(key="study_create").click().run())
+    assert any("not this server's admin key" in e.value for e in at.error)
+    store = S.StudyStore(sa.create_engine(S.sqlite_url(tmp_path)))
+    assert store.studies() == [] and "study" not in at.query_params
+    at.text_input(key="study_admin_key").input("s3cret-admin")
+    ok(at.button(key="study_create").click().run())
+    assert [s.code for s in store.studies()] == [at.query_params["study"]]
+
+
+def test_a_study_from_before_version_3_is_prepared_once_on_first_view(tmp_path, monkeypatch):
+    """Triplets stored without images (an upgraded database) get them on first view, on the shown pixels."""
+    monkeypatch.setenv("LPIPS_EXPLORER_DATA", str(tmp_path))
+    store = S.StudyStore(sa.create_engine(S.sqlite_url(tmp_path)))
+    recipes = T.make_recipes(2, families=["blur"], seed=1)
+    old = store.create_study(recipes, families=["blur"], seed=1)
+    at = _open({"study": old.code})
+    rows = store.triplets(old)
+    assert all(r.ready for r in rows) and _shown_index(at) == 0
+    ref, p0, _ = (P.decode_png(p) for p in (rows[0].ref_png, rows[0].p0_png, rows[0].p1_png))
+    assert rows[0].distances["mse"][0] == metrics.mse(ref, p0)
+
+
+def test_the_page_on_postgresql_through_the_documented_url(pg_url):
+    """``[connections.sql] url = "postgresql+psycopg://…"`` in the secrets: the page answers into PostgreSQL."""
+    engine = sa.create_engine(pg_url)
+    try:
+        store = S.StudyStore(engine)
+        recipes = T.make_recipes(3, families=["blur"], seed=5)
+        done = P.prepare(recipes, CLASSIC, {})
+        made = store.create_study(recipes, families=["blur"], seed=5, digests=[d.digest for d in done],
+                                  pngs=[d.pngs for d in done], distances=[d.distances for d in done])
+        at = _app()
+        at.secrets["connections"] = {"sql": {"url": pg_url}}
+        at.query_params["study"] = made.code
+        ok(at.run())
+        assert _title(at) == "Judge it yourself" and _shown_index(at) == 0
+        _answer(at, 1)
+        _answer(at, 2)
+        pid = access.participant_id(at.query_params["p"])
+        assert [(j.session, j.triplet, j.choice) for j in store.judgements(made)] == [(pid, 0, 1), (pid, 1, 2)]
+        lect = _app()
+        lect.secrets["connections"] = {"sql": {"url": pg_url}}
+        lect.query_params.update({"study": made.code, "key": made.lecturer_key})
+        ok(lect.run())
+        assert [m.value for m in lect.metric] == ["1", "2", "0"]
+        assert any("[connections.sql] in .streamlit/secrets.toml" in c.value.replace("\\", "") for c in lect.caption)
+    finally:
+        engine.dispose()

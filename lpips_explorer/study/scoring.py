@@ -46,6 +46,7 @@ __all__ = [
     "metric_variants",
     "prefers",
     "score_metric",
+    "stored_distances",
     "study_distances",
     "summarise",
     "triplet_distances",
@@ -243,6 +244,23 @@ def triplet_distances(ref: np.ndarray, p0: np.ndarray, p1: np.ndarray, variants:
     return out
 
 
+def stored_distances(rows: Sequence[Mapping[str, tuple[float, float]] | None]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """``key → (d0, d1)`` over a study's triplets from each triplet's stored ``{key: (d0, d1)}``
+    (:attr:`lpips_explorer.study.store.TripletRow.distances`); only keys every triplet has.
+
+    Raises:
+        ValueError: a triplet has no stored values (``None``).
+    """
+    rows = list(rows)
+    if any(r is None for r in rows):
+        raise ValueError(f"triplet(s) {[i for i, r in enumerate(rows) if r is None]} have no stored metric values")
+    if not rows:
+        return {}
+    keys = [k for k in rows[0] if all(k in r for r in rows)]
+    return {k: (np.array([r[k][0] for r in rows], dtype=np.float64), np.array([r[k][1] for r in rows], dtype=np.float64))
+            for k in keys}
+
+
 def score_metric(d0: Any, d1: Any, h: Any, *, higher_is_closer: bool = False, n_boot: int = 2000,
                  seed: int = 0) -> dict[str, float]:
     """``{"score", "low", "high", "n"}``: the 2AFC score with its seeded bootstrap 95% interval over ``n`` triplets."""
@@ -309,8 +327,8 @@ def summarise(
         ``{"n_triplets", "n_judges", "n_judgements", "class", "you", "per_triplet", "unavailable", "cant_tell"}``,
         where ``class`` (and ``you``, or ``None``) holds ``metrics`` (a list of ``{key, label, score,
         low, high, n}``), ``ceiling`` (same keys) and ``by_family`` (``family → {key: score, …,
-        "ceiling": …, "n": …}``); ``per_triplet`` lists ``{index, family, h, n, scores: {key: score}}``
-        for each judged triplet.
+        "ceiling": …, "n": …}``); ``per_triplet`` lists ``{index, family, h, n, votes, scores: {key: score}}``
+        for each judged triplet, ``votes`` the number of judges choosing copy 1, copy 2 and "can't tell".
     """
     judged = list(judgements)
     n = len(families)
@@ -354,13 +372,16 @@ def summarise(
     per_triplet = []
     if whole is not None:
         counts = judge_fractions([t for _, t, _ in judged], [c for _, _, c in judged])
+        votes: dict[int, list[int]] = {}
+        for _, t, c in judged:
+            votes.setdefault(int(t), [0, 0, 0])[int(c)] += 1
         for k, (i, hv) in enumerate(zip(whole["idx"], whole["h"])):
             scores = {}
             for v in usable:
                 d0, d1 = (float(np.asarray(d, dtype=np.float64)[i]) for d in distances[v.key])
                 scores[v.key] = float(two_afc_scores([d0], [d1], [hv], higher_is_closer=v.higher_is_closer)[0])
             per_triplet.append({"index": int(i), "family": str(families[i]), "h": float(hv),
-                                "n": counts[int(i)][1], "scores": scores})
+                                "n": counts[int(i)][1], "votes": votes[int(i)], "scores": scores})
     for b in (whole, you):
         if b is not None:
             del b["h"], b["idx"]

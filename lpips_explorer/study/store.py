@@ -1,44 +1,58 @@
 """Where a class study lives: a SQLAlchemy schema and a small repository over any :class:`~sqlalchemy.engine.Engine`.
 
 No Streamlit here: the page hands in the Engine of ``st.connection("sql")``; tests hand in one of
-their own (a real SQLite file in a temporary folder). Any SQLAlchemy URL works (SQLite by
-default, PostgreSQL through ``.streamlit/secrets.toml``); :func:`sqlite_url` gives the default one.
+their own (a SQLite file in a temporary folder, or a throw-away PostgreSQL cluster). Any
+SQLAlchemy URL works; SQLite and PostgreSQL (``postgresql+psycopg://…``, the ``postgres`` extra)
+are tested. :func:`sqlite_url` gives the default one.
 
-Tables (schema version :data:`SCHEMA_VERSION` = 2):
+Tables (schema version :data:`SCHEMA_VERSION` = 3):
 
 - ``schema_version(version)``: one row;
-- ``studies(id, code, created, n_triplets, families, seed, reveal)``: ``code`` the short code
-  students type, ``families`` a JSON list, ``reveal`` ``"each"`` (metrics after every answer) or
-  ``"end"``;
-- ``triplets(id, study_id, idx, family, recipe, digest)``: ``recipe`` the JSON of a
-  :class:`~lpips_explorer.study.triplets.Recipe`, ``digest`` the SHA-256 of its pixels when created;
+- ``studies(id, code, created, n_triplets, families, seed, reveal, lecturer_hash, released, closed)``:
+  ``code`` the short code students type, ``families`` a JSON list, ``reveal`` ``"each"`` (metrics
+  after every answer) or ``"end"``; ``lecturer_hash`` the SHA-256 of the lecturer key (the key
+  itself is never stored); ``released`` whether students see the class results; ``closed`` when
+  the lecturer closed it (no more answers; the class results are then shown to everyone);
+- ``triplets(id, study_id, idx, family, recipe, digest, ref_png, p0_png, p1_png, distances)``:
+  ``recipe`` the JSON of a :class:`~lpips_explorer.study.triplets.Recipe`, ``digest`` the SHA-256
+  of its rendered pixels; the three 8-bit PNGs students are shown and ``distances``, the JSON
+  ``{metric key: [value for copy 1, value for copy 2]}`` computed on those PNGs' pixels when the
+  study was created (:mod:`lpips_explorer.study.prepare`), so that answering computes nothing;
 - ``judgements(id, study_id, session, triplet_idx, choice, response_ms, created)``: ``session``
-  an anonymous random id (no name, no address, nothing personal), ``choice`` 0 (first copy), 1
-  (second copy) or 2 (can't tell); one judgement per session and triplet (a repeat is ignored);
+  an anonymous participant id (:func:`lpips_explorer.study.access.participant_id`: a hash of the
+  token in the student's link; no name, no address), ``choice`` 0 (first copy), 1 (second copy)
+  or 2 (can't tell); one judgement per participant and triplet: a second answer is refused and
+  the first stays (:meth:`StudyStore.submit`);
 - ``images(id, png)``: uploaded source images (PNG bytes), by :func:`~lpips_explorer.study.triplets.upload_id`.
 
-Version 1 (the first layout) had no ``reveal``, no ``response_ms``, no ``digest`` and no
-``images`` table; :meth:`StudyStore.ensure_schema` upgrades it in place (old rows keep their
-values; the new columns are ``"each"`` and ``NULL``).
+Upgrades run in place, in one transaction, on first use (:meth:`StudyStore.ensure_schema`):
+version 1 (no ``reveal``, ``response_ms``, ``digest``, ``images``) → 2 → 3 (the lecturer columns
+and the stored images and distances). A study from before version 3 has no lecturer key: its
+results stay visible to everyone (``released`` is set), as they were, and its triplets get their
+images and distances when first shown (:meth:`StudyStore.fill_triplets`).
 
-SQLite: every connection gets ``PRAGMA journal_mode=WAL`` (readers never block the writer),
-``busy_timeout`` and ``foreign_keys=ON`` (a ``connect`` event), and every write runs in a
-transaction retried with exponential backoff while SQLite says "database is locked" or "busy";
-only after :attr:`StudyStore.retries` attempts does :class:`StoreBusy` (a plain sentence, never
-the driver's message) reach the caller.
+Writes never stall a class: SQLite connections get ``PRAGMA journal_mode=WAL`` (readers never
+block the writer), a short ``busy_timeout`` (:data:`BUSY_TIMEOUT_MS`) and ``foreign_keys=ON``;
+PostgreSQL connections a ``lock_timeout`` of the same length. A transaction that meets a lock is
+retried with jittered backoff until :attr:`StudyStore.deadline` (2.5 s) would pass; then
+:class:`StoreBusy` (a plain sentence, never the driver's message) reaches the caller, and nothing
+was written. An answer is one ``INSERT … ON CONFLICT DO NOTHING``: a retry, a double click or a
+resent message never stores it twice.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import hashlib
+import hmac
 import json
 import random
 import secrets
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence, TypeVar
+from typing import Any, Callable, Mapping, Sequence, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy import event
@@ -48,25 +62,34 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 from lpips_explorer.study.scoring import CHOICES
 
 __all__ = [
+    "BUSY_TIMEOUT_MS",
     "CODE_ALPHABET",
     "REVEAL_MODES",
     "SCHEMA_VERSION",
     "Judgement",
+    "NotLecturer",
     "StoreBusy",
     "Study",
+    "StudyClosed",
     "StudyStore",
     "TripletRow",
+    "key_hash",
     "metadata",
     "normalise_code",
     "sqlite_url",
 ]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 REVEAL_MODES = ("each", "end")
 #: Study codes: 6 characters without look-alikes (no 0/O, 1/I/L).
 CODE_ALPHABET = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"
 CODE_LENGTH = 6
-BUSY_TIMEOUT_MS = 10_000
+#: How long one statement waits for a lock held by another connection (SQLite ``busy_timeout``,
+#: PostgreSQL ``lock_timeout``), in ms. Short, so that the store's own retries, bounded by
+#: :attr:`StudyStore.deadline`, decide how long a student waits.
+BUSY_TIMEOUT_MS = 250
+#: The longest a write may take, retries included, before :class:`StoreBusy` (seconds).
+DEADLINE_S = 2.5
 
 metadata = sa.MetaData()
 
@@ -81,6 +104,9 @@ studies = sa.Table(
     sa.Column("families", sa.Text, nullable=False),
     sa.Column("seed", sa.BigInteger, nullable=False),
     sa.Column("reveal", sa.String(8), nullable=False, server_default="each"),
+    sa.Column("lecturer_hash", sa.String(64), nullable=True),
+    sa.Column("released", sa.Boolean, nullable=False, server_default=sa.false()),
+    sa.Column("closed", sa.DateTime(timezone=True), nullable=True),
 )
 
 triplets = sa.Table(
@@ -91,6 +117,10 @@ triplets = sa.Table(
     sa.Column("family", sa.String(32), nullable=False),
     sa.Column("recipe", sa.Text, nullable=False),
     sa.Column("digest", sa.String(64), nullable=True),
+    sa.Column("ref_png", sa.LargeBinary, nullable=True),
+    sa.Column("p0_png", sa.LargeBinary, nullable=True),
+    sa.Column("p1_png", sa.LargeBinary, nullable=True),
+    sa.Column("distances", sa.Text, nullable=True),
     sa.UniqueConstraint("study_id", "idx", name="uq_triplet_index"),
 )
 
@@ -115,11 +145,22 @@ images = sa.Table(
 
 
 class StoreBusy(RuntimeError):
-    """The database stayed locked through every retry; nothing was written."""
+    """The database stayed locked until the write's deadline; nothing was written."""
+
+
+class StudyClosed(RuntimeError):
+    """The lecturer has closed the study: it takes no more answers."""
+
+
+class NotLecturer(PermissionError):
+    """The key given is not this study's lecturer key."""
 
 
 @dataclass(frozen=True)
 class Study:
+    """A study as stored. ``lecturer_key`` is set only on the object :meth:`StudyStore.create_study`
+    returns (the one moment the key exists outside its holder's link)."""
+
     code: str
     created: _dt.datetime
     n_triplets: int
@@ -127,14 +168,35 @@ class Study:
     seed: int
     reveal: str
     id: int
+    released: bool = False
+    closed: _dt.datetime | None = None
+    lecturer_hash: str | None = field(default=None, repr=False)
+    lecturer_key: str | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def class_visible(self) -> bool:
+        """Whether students see the class results: released by the lecturer, or the study is closed."""
+        return self.released or self.closed is not None
 
 
 @dataclass(frozen=True)
 class TripletRow:
+    """One stored triplet: its recipe, the PNGs shown and each metric's values
+    (``distances``: ``key → (copy 1, copy 2)``; ``None`` until computed, for a study from before version 3)."""
+
     index: int
     family: str
     recipe: str  # JSON
     digest: str | None
+    ref_png: bytes | None = field(default=None, repr=False)
+    p0_png: bytes | None = field(default=None, repr=False)
+    p1_png: bytes | None = field(default=None, repr=False)
+    distances: Mapping[str, tuple[float, float]] | None = field(default=None, repr=False)
+
+    @property
+    def ready(self) -> bool:
+        """Its images and metric values are stored."""
+        return None not in (self.ref_png, self.p0_png, self.p1_png, self.distances)
 
 
 @dataclass(frozen=True)
@@ -153,32 +215,83 @@ def sqlite_url(folder: str | Path, name: str = "study.db") -> str:
     return f"sqlite:///{path / name}"
 
 
+def key_hash(key: str) -> str:
+    """The stored form of a lecturer key: SHA-256 (hex). Keys are 192-bit random tokens, so an
+    unsalted hash cannot be reversed by guessing."""
+    if not isinstance(key, str) or not key:
+        raise ValueError(f"a lecturer key must be a non-empty string, got {key!r}")
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
 def _sqlite_pragmas(dbapi_conn, _record) -> None:
     cur = dbapi_conn.cursor()
     try:
-        cur.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        cur.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_MS)}")
         cur.execute("PRAGMA journal_mode=WAL")
+        cur.execute("PRAGMA synchronous=NORMAL")
         cur.execute("PRAGMA foreign_keys=ON")
     finally:
         cur.close()
 
 
+def _postgres_timeouts(dbapi_conn, _record) -> None:
+    """A statement waits at most :data:`BUSY_TIMEOUT_MS` for a lock (then SQLSTATE 55P03, retried)."""
+    cur = dbapi_conn.cursor()
+    try:
+        cur.execute(f"SET lock_timeout = {int(BUSY_TIMEOUT_MS)}")
+    finally:
+        cur.close()
+    dbapi_conn.commit()  # SET is transactional: commit it, or the pool's reset would roll it back
+
+
+_LISTENERS = {"sqlite": _sqlite_pragmas, "postgresql": _postgres_timeouts}
+#: SQLSTATEs of a lock wait given up (55P03), a statement cancelled by a timeout (57014), a
+#: serialization failure (40001) and a deadlock (40P01): the transaction did nothing; retry it.
+_PG_RETRY = {"55P03", "57014", "40001", "40P01"}
+
+
 def _is_busy(exc: OperationalError) -> bool:
-    text = str(getattr(exc, "orig", exc)).lower()
-    return "locked" in text or "busy" in text
+    orig = getattr(exc, "orig", exc)
+    if getattr(orig, "sqlstate", None) in _PG_RETRY:
+        return True
+    text = str(orig).lower()
+    return "database is locked" in text or "database is busy" in text or "database table is locked" in text
 
 
 def _now() -> _dt.datetime:
     return _dt.datetime.now(_dt.timezone.utc)
 
 
-def _utc(value: _dt.datetime) -> _dt.datetime:
+def _utc(value: _dt.datetime | None) -> _dt.datetime | None:
     """A stored time as an aware UTC datetime (SQLite gives it back naive)."""
+    if value is None:
+        return None
     return value.replace(tzinfo=_dt.timezone.utc) if value.tzinfo is None else value.astimezone(_dt.timezone.utc)
 
 
 def _study(r) -> "Study":
-    return Study(r.code, _utc(r.created), r.n_triplets, tuple(json.loads(r.families)), r.seed, r.reveal, r.id)
+    return Study(r.code, _utc(r.created), r.n_triplets, tuple(json.loads(r.families)), r.seed, r.reveal, r.id,
+                 bool(r.released), _utc(r.closed), r.lecturer_hash)
+
+
+def _distances_json(d: Mapping[str, Sequence[float]]) -> str:
+    out = {}
+    for key, pair in d.items():
+        a, b = (float(v) for v in pair)
+        out[str(key)] = [a, b]
+    return json.dumps(out, sort_keys=True)
+
+
+def _distances_from(text: str | None) -> dict[str, tuple[float, float]] | None:
+    if text is None:
+        return None
+    return {k: (float(v[0]), float(v[1])) for k, v in json.loads(text).items()}
+
+
+def _png(value: Any, name: str) -> bytes:
+    if not isinstance(value, (bytes, bytearray, memoryview)) or not bytes(value[:8]) == b"\x89PNG\r\n\x1a\n":
+        raise ValueError(f"{name} must be PNG bytes, got {type(value).__name__}")
+    return bytes(value)
 
 
 T = TypeVar("T")
@@ -190,46 +303,66 @@ class StudyStore:
 
     Args:
         engine: a SQLAlchemy Engine (``st.connection("sql").engine`` in the app).
-        retries: attempts per write while SQLite is locked (default 12).
-        backoff: first wait in seconds, doubled each attempt (with jitter), capped at 1 s.
+        deadline: seconds a write (or read) may take, its retries included, before
+            :class:`StoreBusy` (default :data:`DEADLINE_S`). Each attempt can itself wait up to
+            :data:`BUSY_TIMEOUT_MS` for a lock, which the loop counts in.
+        retries: the most attempts within the deadline (default 12).
+        backoff: first wait between attempts in seconds, doubled each attempt (with jitter),
+            capped at 0.25 s.
 
     The schema is created (or upgraded) on first use by :meth:`ensure_schema`, which the
     constructor calls.
     """
 
-    def __init__(self, engine: Engine, *, retries: int = 12, backoff: float = 0.02):
+    def __init__(self, engine: Engine, *, deadline: float = DEADLINE_S, retries: int = 12, backoff: float = 0.02):
         if not isinstance(engine, Engine):
             raise TypeError(f"engine must be a sqlalchemy Engine, got {type(engine).__name__}")
         if isinstance(retries, bool) or not isinstance(retries, int) or retries < 1:
             raise ValueError(f"retries must be an int >= 1, got {retries!r}")
         if not backoff >= 0:
             raise ValueError(f"backoff must be >= 0 seconds, got {backoff!r}")
-        self.engine, self.retries, self.backoff = engine, retries, float(backoff)
-        if engine.dialect.name == "sqlite":
+        if not deadline > 0:
+            raise ValueError(f"deadline must be > 0 seconds, got {deadline!r}")
+        self.engine, self.retries, self.backoff, self.deadline = engine, retries, float(backoff), float(deadline)
+        listener = _LISTENERS.get(engine.dialect.name)
+        if listener is not None:
             with _LISTEN_LOCK:
-                if not event.contains(engine, "connect", _sqlite_pragmas):
-                    event.listen(engine, "connect", _sqlite_pragmas)
-                    engine.dispose()  # connections opened before the listener get the pragmas too
+                if not event.contains(engine, "connect", listener):
+                    event.listen(engine, "connect", listener)
+                    engine.dispose()  # connections opened before the listener get the settings too
         self.ensure_schema()
 
     # ------------------------------------------------------------------ transactions
-    def _write(self, fn: Callable[[Connection], T]) -> T:
-        """Run ``fn`` in one transaction, retried while the database is locked."""
+    def _write(self, fn: Callable[[Connection], T], *, write: bool = True) -> T:
+        """Run ``fn`` in one transaction, retried while the database is locked, within :attr:`deadline`.
+
+        On SQLite a writing transaction starts with ``BEGIN IMMEDIATE``: it takes the write lock
+        first, waiting for it in the busy handler. A deferred transaction that reads first could
+        not upgrade to writing once another writer had committed after its read (SQLite's
+        ``SQLITE_BUSY_SNAPSHOT``, which no busy timeout waits out).
+        """
+        t0 = time.monotonic()
+        lock_wait = BUSY_TIMEOUT_MS / 1000.0
+        immediate = write and self.engine.dialect.name == "sqlite"
         for attempt in range(self.retries):
             try:
                 with self.engine.begin() as conn:
+                    if immediate:
+                        conn.exec_driver_sql("BEGIN IMMEDIATE")
                     return fn(conn)
             except OperationalError as exc:
                 if not _is_busy(exc):
                     raise
-                if attempt + 1 == self.retries:
-                    raise StoreBusy(f"The study database stayed busy through {self.retries} attempts; "
-                                    "nothing was saved. Please try again in a moment.") from exc
-                time.sleep(min(self.backoff * 2 ** attempt, 1.0) * (0.5 + random.random()))
+                pause = min(self.backoff * 2 ** attempt, 0.25) * (0.5 + random.random())
+                late = time.monotonic() - t0 + pause + lock_wait > self.deadline
+                if late or attempt + 1 == self.retries:
+                    raise StoreBusy("The study database is busy right now and your answer was not saved: "
+                                    "please press again.") from exc
+                time.sleep(pause)
         raise AssertionError("unreachable")
 
     def _read(self, fn: Callable[[Connection], T]) -> T:
-        return self._write(fn)  # the same retry (a WAL reader is rarely blocked, but a checkpoint can)
+        return self._write(fn, write=False)  # the same bounded retry (a WAL reader is rarely blocked, but a checkpoint can)
 
     # ------------------------------------------------------------------ schema
     def schema_version(self) -> int | None:
@@ -246,11 +379,11 @@ class StudyStore:
         Raises:
             RuntimeError: the database holds a newer schema than this code knows, or foreign tables.
         """
-        for attempt in range(3):  # two servers creating the same new file at once: the loser sees the tables
+        for attempt in range(5):  # two servers creating the same new database at once: the loser sees the tables
             try:
                 return self._write(self._ensure)
-            except (OperationalError, IntegrityError):
-                if attempt == 2:
+            except (OperationalError, IntegrityError, StoreBusy, sa.exc.ProgrammingError):
+                if attempt == 4:
                     raise
                 time.sleep(0.1 * (attempt + 1))
         raise AssertionError("unreachable")
@@ -282,33 +415,51 @@ class StudyStore:
 
     # ------------------------------------------------------------------ studies
     def create_study(self, recipes: Sequence[Any], *, families: Sequence[str], seed: int,
-                     reveal: str = "each", digests: Sequence[str] | None = None, code: str | None = None) -> Study:
-        """Store a study and its triplets; returns it with a fresh short code (or ``code``).
+                     reveal: str = "each", digests: Sequence[str] | None = None, code: str | None = None,
+                     pngs: Sequence[tuple[bytes, bytes, bytes]] | None = None,
+                     distances: Sequence[Mapping[str, Sequence[float]]] | None = None,
+                     lecturer_key: str | None = None) -> Study:
+        """Store a study and its triplets; returns it with a fresh short code (or ``code``) and its
+        lecturer key (``lecturer_key``, or a fresh 192-bit one), of which only the hash is stored.
 
         Args:
             recipes: :class:`~lpips_explorer.study.triplets.Recipe` objects (anything with ``to_json()``
                 and ``family``), in the order students see them.
-            digests: the SHA-256 of each triplet's pixels (optional; lets a later version notice drift).
+            digests: the SHA-256 of each triplet's pixels (lets a later version notice drift).
+            pngs: each triplet's ``(reference, copy 1, copy 2)`` PNG bytes as shown to students.
+            distances: each triplet's ``{metric key: (value for copy 1, value for copy 2)}``.
+            lecturer_key: the key that opens the lecturer view (default: drawn here).
 
         Raises:
-            ValueError: no recipes, a bad reveal mode, digests of another length, a taken ``code``.
+            ValueError: no recipes, a bad reveal mode, lists of another length, a taken ``code``.
         """
         recipes = list(recipes)
         if not recipes:
             raise ValueError("a study needs at least one triplet")
         if reveal not in REVEAL_MODES:
             raise ValueError(f"reveal must be one of {REVEAL_MODES}, got {reveal!r}")
-        if digests is not None and len(digests) != len(recipes):
-            raise ValueError(f"{len(digests)} digests for {len(recipes)} recipes")
+        for name, seq in (("digests", digests), ("pngs", pngs), ("distances", distances)):
+            if seq is not None and len(seq) != len(recipes):
+                raise ValueError(f"{len(seq)} {name} for {len(recipes)} recipes")
+        key = secrets.token_urlsafe(24) if lecturer_key is None else lecturer_key
+        hashed = key_hash(key)
         created = _now()
+        rows = []
+        for i, r in enumerate(recipes):
+            row = {"idx": i, "family": r.family, "recipe": r.to_json(),
+                   "digest": None if digests is None else digests[i], "ref_png": None, "p0_png": None,
+                   "p1_png": None, "distances": None}
+            if pngs is not None:
+                row["ref_png"], row["p0_png"], row["p1_png"] = (_png(p, f"pngs[{i}]") for p in pngs[i])
+            if distances is not None:
+                row["distances"] = _distances_json(distances[i])
+            rows.append(row)
 
         def insert(conn, c):
             sid = conn.execute(studies.insert().values(
                 code=c, created=created, n_triplets=len(recipes), families=json.dumps(list(families)),
-                seed=int(seed), reveal=reveal)).inserted_primary_key[0]
-            conn.execute(triplets.insert(), [
-                {"study_id": sid, "idx": i, "family": r.family, "recipe": r.to_json(),
-                 "digest": None if digests is None else digests[i]} for i, r in enumerate(recipes)])
+                seed=int(seed), reveal=reveal, lecturer_hash=hashed, released=False)).inserted_primary_key[0]
+            conn.execute(triplets.insert(), [{"study_id": sid, **row} for row in rows])
             return sid
 
         for _ in range(20 if code is None else 1):
@@ -320,7 +471,7 @@ class StudyStore:
                 if code is not None:
                     raise ValueError(f"the study code {c!r} is taken") from None
                 continue
-            return Study(c, created, len(recipes), tuple(families), int(seed), reveal, sid)
+            return Study(c, created, len(recipes), tuple(families), int(seed), reveal, sid, False, None, hashed, key)
         raise RuntimeError("could not draw a free study code in 20 attempts")
 
     def study(self, code: str) -> Study | None:
@@ -337,19 +488,84 @@ class StudyStore:
         rows = self._read(lambda conn: conn.execute(sa.select(studies).order_by(studies.c.id)).all())
         return [_study(r) for r in rows]
 
-    def triplets(self, study: Study) -> list[TripletRow]:
+    def triplets(self, study: Study, *, images: bool = True) -> list[TripletRow]:
+        """The study's triplets in order; without their PNGs when ``images`` is false."""
+        cols = [triplets.c.idx, triplets.c.family, triplets.c.recipe, triplets.c.digest, triplets.c.distances]
+        if images:
+            cols += [triplets.c.ref_png, triplets.c.p0_png, triplets.c.p1_png]
         rows = self._read(lambda conn: conn.execute(
-            sa.select(triplets.c.idx, triplets.c.family, triplets.c.recipe, triplets.c.digest)
-            .where(triplets.c.study_id == study.id).order_by(triplets.c.idx)).all())
-        return [TripletRow(r.idx, r.family, r.recipe, r.digest) for r in rows]
+            sa.select(*cols).where(triplets.c.study_id == study.id).order_by(triplets.c.idx)).all())
+        return [TripletRow(r.idx, r.family, r.recipe, r.digest,
+                           *((bytes(r.ref_png) if r.ref_png is not None else None,
+                              bytes(r.p0_png) if r.p0_png is not None else None,
+                              bytes(r.p1_png) if r.p1_png is not None else None) if images else (None, None, None)),
+                           _distances_from(r.distances)) for r in rows]
+
+    def fill_triplets(self, study: Study, filled: Mapping[int, tuple[tuple[bytes, bytes, bytes],
+                                                                      Mapping[str, Sequence[float]]]]) -> None:
+        """Store the images and metric values of triplets that lack them (a study from before version 3):
+        ``{index: ((ref, copy 1, copy 2) PNGs, distances)}``. A triplet already filled is left as it is."""
+        updates = []
+        for i, (pngs, dist) in filled.items():
+            ref, p0, p1 = (_png(p, f"pngs[{i}]") for p in pngs)
+            updates.append({"b_idx": int(i), "ref_png": ref, "p0_png": p0, "p1_png": p1,
+                            "distances": _distances_json(dist)})
+        if not updates:
+            return
+        stmt = (triplets.update()
+                .where((triplets.c.study_id == study.id) & (triplets.c.idx == sa.bindparam("b_idx"))
+                       & triplets.c.distances.is_(None))
+                .values(ref_png=sa.bindparam("ref_png"), p0_png=sa.bindparam("p0_png"),
+                        p1_png=sa.bindparam("p1_png"), distances=sa.bindparam("distances")))
+        self._write(lambda conn: conn.execute(stmt, updates))
+
+    # ------------------------------------------------------------------ the lecturer
+    def is_lecturer(self, study: Study, key: str | None) -> bool:
+        """Whether ``key`` is this study's lecturer key (constant-time comparison of the hashes)."""
+        if not key or not isinstance(key, str) or study.lecturer_hash is None or len(key) > 256:
+            return False
+        return hmac.compare_digest(key_hash(key), study.lecturer_hash)
+
+    def _lecturer_update(self, study: Study, key: str, **values) -> Study:
+        if not self.is_lecturer(study, key):
+            raise NotLecturer(f"that is not the lecturer key of study {study.code}")
+        self._write(lambda conn: conn.execute(studies.update().where(studies.c.id == study.id).values(**values)))
+        return self.study(study.code)
+
+    def release(self, study: Study, key: str, released: bool = True) -> Study:
+        """Show (or hide again) the class results to the students; returns the study as now stored.
+
+        Raises:
+            NotLecturer: ``key`` is not the study's lecturer key.
+        """
+        return self._lecturer_update(study, key, released=bool(released))
+
+    def close(self, study: Study, key: str) -> Study:
+        """Close the study: no more answers, and the class results are shown to everyone.
+
+        Raises:
+            NotLecturer: ``key`` is not the study's lecturer key.
+        """
+        if study.closed is not None:
+            return study
+        return self._lecturer_update(study, key, closed=_now())
+
+    def reopen(self, study: Study, key: str) -> Study:
+        """Take answers again after :meth:`close`."""
+        return self._lecturer_update(study, key, closed=None)
 
     # ------------------------------------------------------------------ judgements
     def submit(self, study: Study, session: str, index: int, choice: int, response_ms: int | None = None) -> bool:
-        """Record one judgement; ``False`` when this session already answered this triplet (the first answer stays).
+        """Record one judgement: ``True`` when stored, ``False`` when this participant had already
+        answered this triplet (the first answer stays; nothing is written).
+
+        One transaction: the study's ``closed`` is read and the row inserted with ``ON CONFLICT DO
+        NOTHING`` (PostgreSQL, SQLite), so a retry after a lost reply never stores it twice.
 
         Raises:
             ValueError: a bad session id, triplet index or choice.
-            StoreBusy: the database stayed locked through every retry.
+            StudyClosed: the lecturer has closed the study.
+            StoreBusy: the database stayed locked until the deadline; nothing was written.
         """
         if not isinstance(session, str) or not 1 <= len(session) <= 64:
             raise ValueError(f"session must be a non-empty id of at most 64 characters, got {session!r}")
@@ -361,11 +577,14 @@ class StudyStore:
             response_ms = max(0, min(int(response_ms), 2**31 - 1))
         row = {"study_id": study.id, "session": session, "triplet_idx": index, "choice": int(choice),
                "response_ms": response_ms, "created": _now()}
-        try:
-            self._write(lambda conn: conn.execute(judgements.insert().values(**row)))
-        except IntegrityError:
-            return False
-        return True
+
+        def write(conn) -> bool:
+            closed = conn.execute(sa.select(studies.c.closed).where(studies.c.id == study.id)).first()
+            if closed is None or closed[0] is not None:
+                raise StudyClosed(f"study {study.code} is closed: it takes no more answers")
+            return _insert_once(conn, judgements, row, ("study_id", "session", "triplet_idx"))
+
+        return self._write(write)
 
     def judgements(self, study: Study, session: str | None = None) -> list[Judgement]:
         """Every judgement of the study (or of one session), in the order they were stored."""
@@ -375,28 +594,46 @@ class StudyStore:
         rows = self._read(lambda conn: conn.execute(q.order_by(judgements.c.id)).all())
         return [Judgement(r.session, r.triplet_idx, r.choice, r.response_ms, _utc(r.created)) for r in rows]
 
-    def answered(self, study: Study, session: str) -> set[int]:
-        """The triplet indices this session has answered."""
-        q = sa.select(judgements.c.triplet_idx).where(
+    def answered(self, study: Study, session: str) -> dict[int, int]:
+        """``triplet index → choice`` for every triplet this session has answered."""
+        q = sa.select(judgements.c.triplet_idx, judgements.c.choice).where(
             (judgements.c.study_id == study.id) & (judgements.c.session == session))
-        return set(self._read(lambda conn: conn.execute(q).scalars().all()))
+        return {int(i): int(c) for i, c in self._read(lambda conn: conn.execute(q).all())}
+
+    def counts(self, study: Study) -> tuple[int, int]:
+        """``(participants who answered at least once, judgements)`` of the study."""
+        q = sa.select(sa.func.count(sa.distinct(judgements.c.session)), sa.func.count()).where(
+            judgements.c.study_id == study.id)
+        n_sessions, n = self._read(lambda conn: conn.execute(q).one())
+        return int(n_sessions), int(n)
 
     # ------------------------------------------------------------------ uploaded images
     def put_image(self, image_id: str, png: bytes) -> None:
         """Keep an uploaded source image (idempotent)."""
         if not isinstance(png, (bytes, bytearray)) or not png:
             raise ValueError("png must be non-empty bytes")
-
-        def put(conn):
-            if conn.execute(sa.select(images.c.id).where(images.c.id == image_id)).first() is None:
-                conn.execute(images.insert().values(id=image_id, png=bytes(png)))
-        try:
-            self._write(put)
-        except IntegrityError:
-            pass  # stored meanwhile by another session: the same bytes by construction of the id
+        self._write(lambda conn: _insert_once(conn, images, {"id": image_id, "png": bytes(png)}, ("id",)))
 
     def get_image(self, image_id: str) -> bytes | None:
         return self._read(lambda conn: conn.execute(sa.select(images.c.png).where(images.c.id == image_id)).scalar())
+
+
+def _insert_once(conn: Connection, table: sa.Table, row: Mapping[str, Any], keys: Sequence[str]) -> bool:
+    """Insert ``row`` unless a row with the same ``keys`` exists; ``True`` when it was inserted."""
+    name = conn.dialect.name
+    if name in ("sqlite", "postgresql"):
+        if name == "sqlite":
+            from sqlalchemy.dialects.sqlite import insert
+        else:
+            from sqlalchemy.dialects.postgresql import insert
+        stmt = insert(table).values(**row).on_conflict_do_nothing(index_elements=list(keys))
+        return conn.execute(stmt.returning(*table.primary_key.columns)).first() is not None
+    try:  # another database: a savepoint keeps the outer transaction usable after the violation
+        with conn.begin_nested():
+            conn.execute(table.insert().values(**row))
+    except IntegrityError:
+        return False
+    return True
 
 
 def normalise_code(code: Any, *, strict: bool = True) -> str | None:
@@ -414,6 +651,17 @@ def normalise_code(code: Any, *, strict: bool = True) -> str | None:
 
 
 # --------------------------------------------------------------------------- upgrades
+def _add_column(conn: Connection, table: str, column: sa.Column) -> None:
+    """``ALTER TABLE … ADD COLUMN`` with the column's type, nullability and default (a SQL expression
+    such as ``sa.false()``) as this database spells them."""
+    spec = column.type.compile(dialect=conn.dialect)
+    if column.server_default is not None:
+        spec += " DEFAULT " + str(column.server_default.arg.compile(dialect=conn.dialect))
+    if not column.nullable:
+        spec += " NOT NULL"
+    conn.execute(sa.text(f"ALTER TABLE {table} ADD COLUMN {column.name} {spec}"))
+
+
 def _upgrade_1_to_2(conn: Connection) -> None:
     """v1 → v2: ``studies.reveal``, ``judgements.response_ms``, ``triplets.digest``, the ``images`` table."""
     conn.execute(sa.text("ALTER TABLE studies ADD COLUMN reveal VARCHAR(8) NOT NULL DEFAULT 'each'"))
@@ -422,5 +670,15 @@ def _upgrade_1_to_2(conn: Connection) -> None:
     images.create(conn, checkfirst=True)
 
 
+def _upgrade_2_to_3(conn: Connection) -> None:
+    """v2 → v3: the lecturer's columns on ``studies`` and the stored images and metric values on
+    ``triplets``. Existing studies had their results open to everyone: they stay released."""
+    for name in ("lecturer_hash", "released", "closed"):
+        _add_column(conn, "studies", studies.c[name])
+    for name in ("ref_png", "p0_png", "p1_png", "distances"):
+        _add_column(conn, "triplets", triplets.c[name])
+    conn.execute(studies.update().values(released=True))
+
+
 #: ``version → step`` taking a database from ``version`` to ``version + 1`` (inside one transaction).
-UPGRADES: dict[int, Callable[[Connection], None]] = {1: _upgrade_1_to_2}
+UPGRADES: dict[int, Callable[[Connection], None]] = {1: _upgrade_1_to_2, 2: _upgrade_2_to_3}

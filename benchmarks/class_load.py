@@ -1,0 +1,894 @@
+"""A class of thirty on one server: the "Judge it yourself" study under a real lecture's load.
+
+The real server (``streamlit run app.py`` from the repository, so with the shipped
+``.streamlit/config.toml`` and the default SQLite database, in a temporary ``LPIPS_EXPLORER_DATA``)
+and simulated people who speak Streamlit's own websocket protocol, as the browser's frontend does
+(``/_stcore/stream``, ``BackMsg``/``ForwardMsg`` protobufs): thirty Chromium tabs do not fit on two
+cores, and the browser's drawing happens on the students' own devices anyway, not on the server.
+The server does exactly the work it does for a browser: every script run, every fragment rerun,
+every auto-refresh.
+
+- The **lecturer** creates the study beforehand (every triplet's images and every metric's values
+  computed and stored, as the page does) and keeps the lecturer link open: its live view
+  refreshes every few seconds (the client honours ``auto_rerun`` as the browser does). With
+  ``--lecturer browser`` it is a real Chromium tab instead.
+- **Students** (``--students``, 30) join the study by its link (``/?study=CODE``) at random times
+  within ``--join-window`` seconds (10), and answer its ``--triplets`` (12) triplets, each after a
+  human pause drawn uniformly from ``--pause`` (0.5 to 3 s), clicking one of the three answer
+  buttons (copy 1 and copy 2 45 % each, "can't tell" 10 %). A finished student stays on the page
+  (which checks every few seconds whether the results are out) until everyone has finished.
+- Measured: for every answer, the time from the click leaving the client to the next triplet's
+  images arriving (``answer_to_next_s``: p50, p95, max); the time from joining to the first
+  triplet; the server process's CPU time and resident memory (psutil, sampled every 0.5 s);
+  answers sent and acknowledged (the next triplet came) against the rows stored in the database,
+  duplicates (a participant and triplet stored twice) and mismatches (a stored choice other than
+  the one clicked).
+- The **restart** run stops the server when half the class's answers are in (and every student
+  has joined) and starts it again on the same port (SIGTERM; ``--restart-signal KILL`` for a crash): every row stored before the
+  stop must still be there, and each student's client reconnects as the browser does, with the
+  same address (its ``p=`` token), and continues where they were.
+
+Results go to ``benchmarks/results/class-load-<host>.json`` (``--out``), ``<host>`` naming the
+machine (:func:`host_label`, e.g. ``cpu-2core-avx512``; ``--host``), with
+:func:`machine.machine_info`. Target (issue 31): p95 answer → next triplet ≤ 1 s with 30 students
+on the 2-core CPU, stored = sent, no duplicates, nothing lost across the restart.
+
+    .venv/bin/python benchmarks/class_load.py                 # both runs: steady, then with a restart
+    .venv/bin/python benchmarks/class_load.py --runs steady --students 10 --triplets 4   # a quick look
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import os
+import random
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+from machine import machine_info  # noqa: E402  (benchmarks/machine.py)
+
+RESULTS = REPO / "benchmarks" / "results"
+LOGS = REPO / "test-output" / "class-load"
+TARGET_P95_S = 1.0
+STUDY_PATH = "judge_it_yourself"
+TRIPLET_RE = re.compile(r'data-triplet="(\d+)"')
+CHOICE_RE = re.compile(r"study_choice_(\d)_(\d+)$")  # choice, triplet
+CHOICES, WEIGHTS = (0, 1, 2), (0.45, 0.45, 0.10)
+
+
+# --------------------------------------------------------------------------- small helpers
+def host_label() -> str:
+    """``cpu-<n>core-<isa>`` (``avx512`` or ``avx2``), or ``<gpu>-…`` when torch sees CUDA."""
+    info = machine_info(speed=False)
+    flags = info.get("cpu", {}).get("flags", [])
+    isa = "avx512" if "avx512f" in flags else "avx2" if "avx2" in flags else "base"
+    kind = "cpu"
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            kind = re.sub(r"[^a-z0-9]+", "", torch.cuda.get_device_name(0).lower())[:16] or "gpu"
+    except Exception:  # no torch, no CUDA: a CPU host
+        pass
+    return f"{kind}-{info['cpus']}core-{isa}"
+
+
+def percentiles(values: list[float]) -> dict:
+    """``{n, p50, p95, max, mean}`` in seconds (nearest-rank percentiles; ``None`` for no values)."""
+    if not values:
+        return {"n": 0, "p50": None, "p95": None, "max": None, "mean": None}
+    v = sorted(values)
+
+    def rank(p: float) -> float:
+        return v[min(len(v) - 1, max(0, math.ceil(p / 100 * len(v)) - 1))]
+
+    return {"n": len(v), "p50": round(rank(50), 4), "p95": round(rank(95), 4), "max": round(v[-1], 4),
+            "mean": round(statistics.fmean(v), 4)}
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# --------------------------------------------------------------------------- the server
+@dataclass
+class Server:
+    port: int
+    data: Path
+    log: Path
+    proc: subprocess.Popen | None = None
+    starts: int = 0
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 120.0) -> float:
+        """Start ``streamlit run app.py`` (the shipped config) on :attr:`port`; seconds until healthy."""
+        exe = REPO / ".venv" / "bin" / "streamlit"
+        cmd = ([str(exe)] if exe.exists() else [sys.executable, "-m", "streamlit"]) + [
+            "run", "app.py", "--server.port", str(self.port), "--server.address", "127.0.0.1"]
+        env = dict(os.environ, LPIPS_EXPLORER_DATA=str(self.data), PYTHONUNBUFFERED="1")
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        t0 = time.monotonic()
+        with open(self.log, "a") as log:
+            log.write(f"\n$ {' '.join(cmd)}\n")
+            log.flush()
+            self.proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL, start_new_session=True)
+        self.starts += 1
+        while time.monotonic() - t0 < timeout:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"the server exited ({self.proc.returncode}); see {self.log}")
+            try:
+                with urllib.request.urlopen(f"{self.url}/_stcore/health", timeout=2) as r:
+                    if r.read().strip() == b"ok":
+                        return time.monotonic() - t0
+            except (urllib.error.URLError, OSError):
+                pass
+            time.sleep(0.2)
+        raise RuntimeError(f"the server did not become healthy in {timeout:.0f} s; see {self.log}")
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        try:
+            os.killpg(self.proc.pid, sig)
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=30)
+        except ProcessLookupError:
+            pass
+
+
+class Monitor:
+    """The server's CPU seconds and resident memory, sampled every ``every`` seconds (across restarts)."""
+
+    def __init__(self, server: Server, every: float = 0.5):
+        self.server, self.every = server, every
+        self.cpu_done = 0.0  # CPU seconds of server processes that have ended
+        self.rss_peak = 0
+        self.rss_last = 0
+        self._pid = None
+        self._cpu_pid = 0.0
+        self._cpu0 = None
+
+    def _read(self) -> tuple[float, int] | None:
+        import psutil
+
+        proc = self.server.proc
+        if proc is None or proc.poll() is not None:
+            return None
+        try:
+            p = psutil.Process(proc.pid)
+            procs = [p, *p.children(recursive=True)]
+            cpu = sum(q.cpu_times().user + q.cpu_times().system for q in procs)
+            rss = sum(q.memory_info().rss for q in procs)
+        except psutil.Error:
+            return None
+        if self._pid != proc.pid:
+            self.cpu_done += self._cpu_pid
+            self._pid, self._cpu_pid = proc.pid, 0.0
+        self._cpu_pid = cpu
+        return cpu, rss
+
+    def cpu(self) -> float:
+        self._read()
+        return self.cpu_done + self._cpu_pid
+
+    def start(self) -> None:
+        self._cpu0 = self.cpu()
+        self.rss_peak = 0
+
+    async def run(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            got = self._read()
+            if got is not None:
+                self.rss_last = got[1]
+                self.rss_peak = max(self.rss_peak, got[1])
+            try:
+                await asyncio.wait_for(stop.wait(), self.every)
+            except asyncio.TimeoutError:
+                pass
+
+    def result(self, wall: float) -> dict:
+        cpu = self.cpu() - (self._cpu0 or 0.0)
+        return {"cpu_s": round(cpu, 2), "cpu_percent_of_one_core": round(100 * cpu / wall, 1) if wall else None,
+                "rss_mb_peak": round(self.rss_peak / 2**20, 1), "rss_mb_end": round(self.rss_last / 2**20, 1)}
+
+
+# --------------------------------------------------------------------------- a Streamlit client
+class Client:
+    """One browser tab, as far as the server can tell: a websocket to ``/_stcore/stream`` that sends
+    ``rerun_script`` back-messages (the first visit, button clicks, fragment auto-reruns) and reads
+    the forward-messages (the page's query string and script hash, the elements drawn)."""
+
+    def __init__(self, server: Server, name: str):
+        self.server, self.name = server, name
+        self.ws = None
+        self.connected = False
+        self.qs = ""
+        self.page_name = ""
+        self.page_hash = ""
+        self.shown: int | None = None
+        self.shown_at = 0.0
+        self.done = False
+        self.closed_study = False
+        self.errors = 0  # "press again" messages seen
+        self.buttons: dict[int, tuple[str, str]] = {}  # choice → (widget id, fragment id)
+        self.buttons_for: int | None = None  # the triplet those buttons answer
+        self.metrics: dict[str, str] = {}  # st.metric label → value
+        self.runs = 0
+        self._auto: dict[str, float] = {}
+        self._auto_tasks: dict[str, asyncio.Task] = {}
+        self._changed = asyncio.Event()
+        self._reader: asyncio.Task | None = None
+
+    async def connect(self, qs: str, page_name: str, *, retry_for: float = 0.0) -> None:
+        """Open the websocket and ask for the page (``?qs`` at ``/page_name``), retrying while the server is down."""
+        import websockets
+
+        t0 = time.monotonic()
+        while True:
+            try:
+                self.ws = await websockets.connect(f"ws://127.0.0.1:{self.server.port}/_stcore/stream",
+                                                   subprotocols=["streamlit"], max_size=None, open_timeout=10)
+                break
+            except (OSError, websockets.exceptions.WebSocketException, asyncio.TimeoutError):
+                if time.monotonic() - t0 > retry_for:
+                    raise
+                await asyncio.sleep(0.5)
+        self.connected = True
+        self.qs, self.page_name, self.page_hash = qs, page_name, ""
+        self._reader = asyncio.create_task(self._read())
+        await self.rerun()
+
+    async def close(self) -> None:
+        for t in self._auto_tasks.values():
+            t.cancel()
+        if self.ws is not None:
+            await self.ws.close()
+        if self._reader is not None:
+            self._reader.cancel()
+
+    async def rerun(self, *, fragment_id: str = "", trigger: str | None = None, auto: bool = False) -> None:
+        from streamlit.proto.BackMsg_pb2 import BackMsg
+
+        msg = BackMsg()
+        rs = msg.rerun_script
+        rs.query_string, rs.page_script_hash, rs.page_name = self.qs, self.page_hash, self.page_name
+        rs.fragment_id, rs.is_auto_rerun = fragment_id, auto
+        if trigger is not None:
+            w = rs.widget_states.widgets.add()
+            w.id, w.trigger_value = trigger, True
+        await self.ws.send(msg.SerializeToString())
+
+    async def click(self, choice: int) -> None:
+        widget, fragment = self.buttons[choice]
+        await self.rerun(fragment_id=fragment, trigger=widget)
+
+    async def wait(self, predicate, timeout: float) -> bool:
+        """Wait until ``predicate()`` holds (checked after every message); ``False`` on timeout."""
+        deadline = time.monotonic() + timeout
+        while not predicate():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            self._changed.clear()
+            try:
+                await asyncio.wait_for(self._changed.wait(), left)
+            except asyncio.TimeoutError:
+                return predicate()
+        return True
+
+    async def _auto_rerun(self, fragment_id: str) -> None:
+        while self.connected and fragment_id in self._auto:
+            await asyncio.sleep(self._auto[fragment_id])
+            if self.connected and fragment_id in self._auto:
+                try:
+                    await self.rerun(fragment_id=fragment_id, auto=True)
+                except Exception:  # the connection went away: the reader notices
+                    return
+
+    async def _read(self) -> None:
+        from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+        try:
+            async for raw in self.ws:
+                m = ForwardMsg()
+                m.ParseFromString(raw)
+                self._handle(m)
+                self._changed.set()
+        except Exception:  # the server went away
+            pass
+        self.connected = False
+        for t in self._auto_tasks.values():
+            t.cancel()
+        self._auto_tasks.clear()
+        self._auto.clear()
+        self._changed.set()
+
+    def _handle(self, m) -> None:
+        kind = m.WhichOneof("type")
+        if kind == "new_session":
+            self.page_hash = m.new_session.page_script_hash
+        elif kind == "page_info_changed":
+            self.qs = m.page_info_changed.query_string
+        elif kind == "script_finished":
+            self.runs += 1
+        elif kind == "auto_rerun":
+            fid = m.auto_rerun.fragment_id
+            self._auto[fid] = max(0.5, m.auto_rerun.interval)
+            if fid not in self._auto_tasks or self._auto_tasks[fid].done():
+                self._auto_tasks[fid] = asyncio.create_task(self._auto_rerun(fid))
+        elif kind == "stop_auto_rerun":
+            for fid in m.stop_auto_rerun.fragment_ids:
+                self._auto.pop(fid, None)
+        elif kind == "delta" and m.delta.WhichOneof("type") == "new_element":
+            el = m.delta.new_element
+            ek = el.WhichOneof("type")
+            if ek == "html":
+                hit = TRIPLET_RE.search(el.html.body)
+                if hit and "lx-tri" in el.html.body and int(hit.group(1)) != self.shown:
+                    self.shown, self.shown_at = int(hit.group(1)), time.monotonic()
+            elif ek == "button":
+                hit = CHOICE_RE.search(el.button.id)
+                if hit:
+                    self.buttons[int(hit.group(1))] = (el.button.id, m.delta.fragment_id)
+                    self.buttons_for = int(hit.group(2))
+            elif ek == "alert":
+                body = el.alert.body
+                if "answered all" in body:
+                    self.done = True
+                elif "press again" in body:
+                    self.errors += 1
+                elif "closed this study" in body:
+                    self.closed_study = True
+            elif ek == "metric":
+                self.metrics[el.metric.label] = el.metric.body
+
+
+# --------------------------------------------------------------------------- the class
+@dataclass
+class StudentLog:
+    index: int
+    kind: str = "protocol"  # or "browser"
+    token: str | None = None
+    join_s: float | None = None
+    latencies: list[float] = field(default_factory=list)
+    across_restart: list[float] = field(default_factory=list)
+    answers: dict[int, int] = field(default_factory=dict)  # acknowledged: triplet → choice
+    clicks: int = 0
+    press_again: int = 0
+    reconnects: int = 0
+    reloads: int = 0  # a browser tab reloaded by its student (it showed errors after a restart)
+    failures: list[str] = field(default_factory=list)
+
+
+def intended(seed: int, student: int, triplet: int) -> int:
+    """The choice a student makes for a triplet (the same on a second try)."""
+    return random.Random(f"{seed}:{student}:{triplet}").choices(CHOICES, WEIGHTS)[0]
+
+
+async def student(server: Server, code: str, k: int, n: int, args, state: dict) -> StudentLog:
+    log = StudentLog(k)
+    rng = random.Random(f"{args.seed}:pause:{k}")
+    await asyncio.sleep(state["join_at"][k])
+    c = Client(server, f"student-{k}")
+    t0 = time.monotonic()
+    try:
+        await c.connect(f"study={code}", "")
+        if not await c.wait(lambda: c.shown is not None or c.done, 120):
+            log.failures.append("no triplet within 120 s of joining")
+            return log
+        log.join_s = c.shown_at - t0 if c.shown is not None else time.monotonic() - t0
+        state["joined"].add(k)
+        log.token = dict(p.split("=", 1) for p in c.qs.split("&") if "=" in p).get("p")
+        while not c.done and not c.closed_study:
+            i = c.shown
+            await asyncio.sleep(rng.uniform(*args.pause))
+            if not c.connected:
+                await reconnect(c, log, state)
+                continue
+            choice = intended(args.seed, k, i)
+            if not await c.wait(lambda: c.buttons_for == i or not c.connected, 30):
+                log.failures.append(f"triplet {i}: its buttons never came")
+                break
+            if not c.connected:
+                continue
+            errors0, sent = c.errors, time.monotonic()
+            try:
+                await c.click(choice)
+            except Exception:
+                await reconnect(c, log, state)
+                continue
+            log.clicks += 1
+            state["clicks"] += 1
+            ok = await c.wait(lambda: c.shown != i or c.done or c.errors > errors0 or not c.connected, 60)
+            if not c.connected:  # the server went away: did the answer arrive? the page will say
+                await reconnect(c, log, state)
+                if c.shown != i:
+                    log.answers[i] = choice
+                    log.across_restart.append(time.monotonic() - sent)
+                    state["acknowledged"] += 1
+                continue
+            if not ok:
+                log.failures.append(f"triplet {i}: no reply within 60 s")
+                continue
+            if c.shown == i and not c.done:  # "press again": the database was busy
+                log.press_again += 1
+                continue
+            at = c.shown_at if not c.done else time.monotonic()
+            (log.across_restart if state["restart_window"](sent) else log.latencies).append(at - sent)
+            log.answers[i] = choice
+            state["acknowledged"] += 1
+        _finished(state)
+        while not state["everyone_done"].is_set():  # a finished student keeps the page open
+            done = asyncio.create_task(state["everyone_done"].wait())
+            gone = asyncio.create_task(c.wait(lambda: not c.connected, 3600))
+            await asyncio.wait({done, gone}, return_when=asyncio.FIRST_COMPLETED)
+            for t in (done, gone):
+                t.cancel()
+            if not c.connected and not state["everyone_done"].is_set():
+                await reconnect(c, log, state)
+    except Exception as exc:  # noqa: BLE001 - a student's failure is recorded, not raised
+        log.failures.append(f"{type(exc).__name__}: {exc}")
+    finally:
+        _finished(state, k)
+        log.token = log.token or dict(p.split("=", 1) for p in c.qs.split("&") if "=" in p).get("p")
+        await c.close()
+    return log
+
+
+SHOWN_JS = """() => { const e = document.querySelector("[data-triplet]");
+  const done = document.body.innerText.includes("answered all");
+  return {shown: e && e.querySelector("img[data-patch]") ? +e.dataset.triplet : null, done}; }"""
+LABELS = {0: "1 is closer", 1: "2 is closer", 2: "Can't tell"}
+#: The answer to triplet ``i`` went through: another triplet's images, "answered all" or "press again".
+CHANGED_JS = """([i]) => { const e = document.querySelector("[data-triplet]"), t = document.body.innerText;
+  return t.includes("answered all") || t.includes("press again")
+         || (e && +e.dataset.triplet !== i && !!e.querySelector("img[data-patch]")); }"""
+#: The tab shows Streamlit's "Failed to fetch dynamically imported module" (or another exception box):
+#: seen after a server restart in a tab that had to load a script while the server was away.
+BROKEN_JS = """() => document.body.innerText.includes("Failed to fetch dynamically imported module")
+  || !!document.querySelector("[data-testid='stException']")"""
+#: The page is connected and its script idle (a click now would have been answered).
+IDLE_JS = """() => { const a = document.querySelector("[data-testid='stApp']");
+  return !!a && a.getAttribute("data-test-script-state") === "notRunning"
+         && a.getAttribute("data-test-connection-state") === "CONNECTED"; }"""
+
+
+async def browser_student(browser, server: Server, code: str, k: int, args, state: dict) -> StudentLog:
+    """A student in a real Chromium tab (1024×768): opens the link, clicks the answers; the time is
+    taken until the next triplet's images are in the page (``[data-triplet]`` changed)."""
+    from playwright.async_api import TimeoutError as PlaywrightTimeout
+
+    log = StudentLog(k, kind="browser")
+    rng = random.Random(f"{args.seed}:pause:{k}")
+    ctx = await browser.new_context(viewport={"width": 1024, "height": 768})
+    try:
+        page = await ctx.new_page()
+        page.set_default_timeout(120_000)
+        await asyncio.sleep(state["join_at"][k])
+        t0 = time.monotonic()
+        await page.goto(f"{server.url}/?study={code}", wait_until="domcontentloaded")
+        for attempt in range(3):
+            try:
+                await page.wait_for_function("() => !!document.querySelector('[data-triplet] img[data-patch]')",
+                                             polling=50, timeout=60_000)
+                break
+            except PlaywrightTimeout:
+                if attempt == 2 or not await page.evaluate(BROKEN_JS):
+                    raise
+                log.reloads += 1  # the server went away while the tab loaded its scripts: reload, as a person would
+                await page.reload(wait_until="domcontentloaded")
+        log.join_s = time.monotonic() - t0
+        state["joined"].add(k)
+        while True:
+            now = await page.evaluate(SHOWN_JS)
+            if now["done"]:
+                break
+            i = now["shown"]
+            await asyncio.sleep(rng.uniform(*args.pause))
+            choice = intended(args.seed, k, i)
+            sent = time.monotonic()
+            reloaded = False
+            for attempt in range(8):  # a click the page ignored (sent while it reconnected) is made again
+                await page.get_by_role("button", name=LABELS[choice]).click(timeout=60_000)
+                log.clicks += 1
+                state["clicks"] += 1
+                try:
+                    await page.wait_for_function(CHANGED_JS, arg=[i], polling=20, timeout=5_000)
+                    break
+                except PlaywrightTimeout:
+                    if await page.evaluate(BROKEN_JS):  # what a person does: reload (the address keeps their place)
+                        log.reloads += 1
+                        await page.reload(wait_until="domcontentloaded")
+                        await page.wait_for_function("() => !!document.querySelector('[data-triplet] img[data-patch]')"
+                                                     " || document.body.innerText.includes('answered all')", polling=50)
+                        reloaded = True
+                        break
+                    if attempt == 7:
+                        await page.wait_for_function(CHANGED_JS, arg=[i], polling=20, timeout=60_000)
+                        break
+                    # still running (a slow answer, or the page's own rerun after a reconnect, which
+                    # drops a click sent meanwhile): wait until it is idle, then look again
+                    await page.wait_for_function(f"() => ({CHANGED_JS})([{i}]) || ({IDLE_JS})()", polling=50,
+                                                 timeout=60_000)
+                    if await page.evaluate(CHANGED_JS, [i]):
+                        break
+            if reloaded:  # the click may or may not have arrived: the page says where they are
+                now = await page.evaluate(SHOWN_JS)
+                if now["done"] or now["shown"] != i:
+                    log.answers[i] = choice
+                    log.across_restart.append(time.monotonic() - sent)
+                    state["acknowledged"] += 1
+                continue
+            took = time.monotonic() - sent
+            after = await page.evaluate(SHOWN_JS)
+            if not after["done"] and after["shown"] == i:
+                log.press_again += 1
+                continue
+            (log.across_restart if state["restart_window"](sent) else log.latencies).append(took)
+            log.answers[i] = choice
+            state["acknowledged"] += 1
+        from urllib.parse import parse_qs, urlsplit
+
+        log.token = parse_qs(urlsplit(page.url).query).get("p", [None])[0]
+        _finished(state)
+        await state["everyone_done"].wait()
+    except Exception as exc:  # noqa: BLE001 - a student's failure is recorded, not raised
+        where = ""
+        try:  # what the tab showed: its connection and script state, the text; a screenshot
+            where = await page.evaluate("""() => { const a = document.querySelector("[data-testid='stApp']");
+              return [a && a.getAttribute("data-test-connection-state"), a && a.getAttribute("data-test-script-state"),
+                      document.body.innerText.slice(0, 300)].join(" | "); }""")
+            LOGS.mkdir(parents=True, exist_ok=True)
+            await page.screenshot(path=str(LOGS / f"browser-student-{k}-failed.png"))
+        except Exception:  # the tab itself is gone
+            pass
+        log.failures.append(f"{type(exc).__name__}: {str(exc)[:200]} [{where}]")
+    finally:
+        _finished(state, k)
+        await ctx.close()
+    return log
+
+
+def _finished(state: dict, k: int | None = None) -> None:
+    """Count a student as finished once (their answers all in, or given up)."""
+    if k is not None:
+        state["joined"].add(k)
+    task = asyncio.current_task()
+    if getattr(task, "_class_load_finished", False):
+        return
+    task._class_load_finished = True
+    state["finished"] += 1
+    if state["finished"] >= state["students"]:
+        state["all_answered"].set()
+
+
+async def reconnect(c: Client, log: StudentLog, state: dict) -> None:
+    """What the browser does when the server comes back: reconnect, ask for the same address."""
+    log.reconnects += 1
+    await c.close()
+    c.shown, c.buttons, c.buttons_for = None, {}, None
+    await c.connect(c.qs, STUDY_PATH, retry_for=180)
+    await c.wait(lambda: c.shown is not None or c.done or not c.connected, 120)
+
+
+async def lecturer_ws(server: Server, code: str, key: str, state: dict) -> dict:
+    """The lecturer link kept open (its live view auto-refreshes); reconnects after a restart."""
+    c = Client(server, "lecturer")
+    qs = f"study={code}&key={key}"
+    await c.connect(qs, STUDY_PATH)
+    await c.wait(lambda: "Answers" in c.metrics, 120)
+    state["lecturer_open"].set()
+    reconnects = 0
+
+    async def keep_open() -> None:  # the browser reconnects by itself after a server restart
+        nonlocal reconnects
+        while True:
+            await c.wait(lambda: not c.connected, 3600)
+            reconnects += 1
+            await c.close()
+            await c.connect(qs, STUDY_PATH, retry_for=180)
+
+    keeper = asyncio.create_task(keep_open())
+    try:
+        await state["everyone_done"].wait()
+        # the live view catches up by itself (auto-refresh), then shows every stored answer
+        t0 = time.monotonic()
+        want = str(state["stored_final"]())
+        await c.wait(lambda: c.metrics.get("Answers") == want, 20)
+        return {"answers_shown": c.metrics.get("Answers"), "answers_stored": int(want),
+                "students_shown": c.metrics.get("Students"), "caught_up_s": round(time.monotonic() - t0, 2),
+                "script_runs": c.runs, "reconnects": reconnects}
+    finally:
+        keeper.cancel()
+        await c.close()
+
+
+async def lecturer_browser(server: Server, code: str, key: str, state: dict) -> dict:
+    """The lecturer link in a real Chromium tab (1024×768)."""
+    sys.path.insert(0, str(REPO / "tests"))
+    from e2e.driver import launch_options
+    from playwright.async_api import async_playwright
+
+    async with async_playwright() as pw:
+        browser = await pw.chromium.launch(**launch_options())
+        try:
+            page = await (await browser.new_context(viewport={"width": 1024, "height": 768})).new_page()
+            await page.goto(f"{server.url}/{STUDY_PATH}?study={code}&key={key}", wait_until="domcontentloaded")
+            await page.wait_for_selector("text=The class, live", timeout=180_000)
+            state["lecturer_open"].set()
+            await state["everyone_done"].wait()
+            want = str(state["stored_final"]())
+            t0 = time.monotonic()
+            shown = None
+            while time.monotonic() - t0 < 20:
+                values = await page.locator("[data-testid='stMetricValue']").all_inner_texts()
+                shown = values[1].strip() if len(values) > 1 else None
+                if shown == want:
+                    break
+                await asyncio.sleep(0.5)
+            LOGS.mkdir(parents=True, exist_ok=True)
+            await page.screenshot(path=str(LOGS / f"lecturer-{code}.png"))
+            return {"answers_shown": shown, "caught_up_s": round(time.monotonic() - t0, 2)}
+        finally:
+            await browser.close()
+
+
+def create_study(data: Path, n: int, seed: int):
+    """The lecturer's study, made as the page makes it: every image and metric value computed now."""
+    import sqlalchemy as sa
+
+    from lpips_core import metric_registry
+    from lpips_explorer.study import prepare, scoring
+    from lpips_explorer.study import store as S
+    from lpips_explorer.study import triplets as T
+
+    t0 = time.monotonic()
+    variants = scoring.metric_variants()
+    models = {v.key: metric_registry.build(v.metric, v.net, lin=v.lin) for v in variants
+              if v.learned and v.availability()[0]}
+    families = ["shift-vs-blur", "noise-vs-blur", "jpeg-vs-noise"]
+    recipes = T.make_recipes(n, families=families, seed=seed)
+    done = prepare.prepare(recipes, variants, models)
+    engine = sa.create_engine(S.sqlite_url(data))
+    store = S.StudyStore(engine)
+    study = store.create_study(recipes, families=families, seed=seed, reveal="each",
+                               digests=[d.digest for d in done], pngs=[d.pngs for d in done],
+                               distances=[d.distances for d in done])
+    return store, study, round(time.monotonic() - t0, 2), len(models)
+
+
+async def settle(monitor: Monitor, *, quiet: float = 0.15, span: float = 2.0, limit: float = 90.0) -> float:
+    """Wait until the server has used under ``quiet`` of a core for ``span`` seconds (its background
+    warm-up of the default models done), as before a lecture; returns the seconds waited."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < limit:
+        c0 = monitor.cpu()
+        await asyncio.sleep(span)
+        if monitor.cpu() - c0 < quiet * span:
+            break
+    return round(time.monotonic() - t0, 2)
+
+
+async def one_run(name: str, server: Server, monitor: Monitor, args) -> dict:
+    from lpips_explorer.study import access
+
+    store, study, prep_s, n_models = create_study(server.data, args.triplets, args.seed + len(name))
+    n = args.triplets
+    rng = random.Random(f"{args.seed}:{name}")
+    state = {"join_at": sorted(rng.uniform(0, args.join_window) for _ in range(args.students)),
+             "clicks": 0, "acknowledged": 0, "finished": 0, "joined": set(), "students": args.students,
+             "all_answered": asyncio.Event(), "everyone_done": asyncio.Event(), "lecturer_open": asyncio.Event(),
+             "restart_window": lambda t: False, "stored_final": lambda: store.counts(study)[1]}
+    stop_monitor = asyncio.Event()
+    restart: dict = {}
+    lect_task = None
+    if args.lecturer == "ws":
+        lect_task = asyncio.create_task(lecturer_ws(server, study.code, study.lecturer_key, state))
+    elif args.lecturer == "browser":
+        lect_task = asyncio.create_task(lecturer_browser(server, study.code, study.lecturer_key, state))
+    if lect_task is not None:  # the lecturer's page is open before the class joins
+        await state["lecturer_open"].wait()
+    warm_s = await settle(monitor)
+    monitor.start()
+    mon = asyncio.create_task(monitor.run(stop_monitor))
+    t0 = time.monotonic()
+    n_browser = min(args.browser_students, args.students)
+    pw = browser = None
+    if n_browser:
+        sys.path.insert(0, str(REPO / "tests"))
+        from e2e.driver import launch_options
+        from playwright.async_api import async_playwright
+
+        pw = await async_playwright().start()
+        browser = await pw.chromium.launch(**launch_options())
+    tasks = [asyncio.create_task(browser_student(browser, server, study.code, k, args, state) if k < n_browser
+                                 else student(server, study.code, k, n, args, state)) for k in range(args.students)]
+
+    async def restarter() -> None:
+        half = args.students * n // 2
+        # half the answers in, and everyone in the room (a tab still loading the app's scripts when
+        # the server goes away shows "Failed to fetch dynamically imported module" until reloaded)
+        while state["acknowledged"] < half or len(state["joined"]) < args.students:
+            await asyncio.sleep(0.05)
+        before = {(j.session, j.triplet, j.choice) for j in store.judgements(study)}
+        sig = signal.SIGKILL if args.restart_signal == "KILL" else signal.SIGTERM
+        t_stop = time.monotonic()
+        # an answer sent while the server was going down or down is timed "across the restart"
+        state["restart_window"] = lambda t: t_stop <= t <= restart.get("up_at", math.inf)
+        await asyncio.to_thread(server.stop, sig)
+        stored_at_stop = {(j.session, j.triplet, j.choice) for j in store.judgements(study)}
+        start_s = await asyncio.to_thread(server.start)
+        restart.update({"at_answers_acknowledged": state["acknowledged"], "signal": args.restart_signal,
+                        "stored_before_stop": len(before), "stored_at_stop": len(stored_at_stop),
+                        "server_start_s": round(start_s, 2), "down_s": round(time.monotonic() - t_stop, 2),
+                        "up_at": time.monotonic()})
+        restart["_at_stop"] = stored_at_stop
+
+    rtask = asyncio.create_task(restarter()) if name == "restart" else None
+    await state["all_answered"].wait()
+    state["everyone_done"].set()
+    logs = await asyncio.gather(*tasks)
+    wall = time.monotonic() - t0
+    if browser is not None:
+        await browser.close()
+        await pw.stop()
+    stop_monitor.set()
+    await mon
+    if rtask is not None:
+        await rtask
+    lect = await lect_task if lect_task is not None else None
+
+    # what the database holds against what the students did
+    rows = store.judgements(study)
+    stored = {(j.session, j.triplet): j.choice for j in rows}
+    duplicates = len(rows) - len(stored)
+    acknowledged = sum(len(log.answers) for log in logs)
+    mismatched, missing, strangers = 0, 0, len(stored)
+    per_student = []
+    for log in logs:
+        pid = access.participant_id(log.token) if log.token else None
+        mine = {t: c for (s, t), c in stored.items() if s == pid}
+        strangers -= len(mine)
+        missing += sum(1 for t in log.answers if t not in mine)
+        mismatched += sum(1 for t, c in mine.items() if c != intended(args.seed, log.index, t))
+        per_student.append(len(mine))
+    result = {
+        "name": name,
+        "students": args.students, "triplets": n, "study_prepare_s": prep_s, "learned_models": n_models,
+        "server_settled_s": warm_s,
+        "wall_s": round(wall, 2),
+        "answers": {"clicks_sent": state["clicks"], "acknowledged": acknowledged, "stored": len(rows),
+                    "expected": args.students * n, "duplicates": duplicates, "mismatched": mismatched,
+                    "acknowledged_not_stored": missing, "stored_for_no_student": strangers,
+                    "press_again": sum(log.press_again for log in logs),
+                    "students_complete": sum(1 for c in per_student if c == n)},
+        "answer_to_next_s": percentiles([x for log in logs for x in log.latencies]),
+        "answer_to_next_browser_s": percentiles([x for log in logs if log.kind == "browser" for x in log.latencies]),
+        "browser_students": n_browser,
+        "join_to_first_triplet_s": percentiles([log.join_s for log in logs if log.join_s is not None]),
+        "server": monitor.result(wall),
+        "failures": [f"student {log.index}: {f}" for log in logs for f in log.failures][:20],
+        "lecturer": lect,
+    }
+    if restart:
+        at_stop = restart.pop("_at_stop")
+        restart.pop("up_at", None)
+        now = {(j.session, j.triplet, j.choice) for j in rows}
+        restart["lost_after_restart"] = len(at_stop - now)
+        restart["answers_across_restart_s"] = percentiles([x for log in logs for x in log.across_restart])
+        restart["reconnects"] = sum(log.reconnects for log in logs)
+        restart["browser_tabs_reloaded"] = sum(log.reloads for log in logs)
+        result["restart"] = restart
+    return result
+
+
+async def main_async(args) -> dict:
+    data = Path(tempfile.mkdtemp(prefix="class-load-"))
+    server = Server(free_port(), data, LOGS / "server.log")
+    if server.log.exists():
+        server.log.unlink()
+    monitor = Monitor(server)
+    out = {"benchmark": "class_load", "when": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+           "host": args.host or host_label(), "machine": machine_info(),
+           "config": {"students": args.students, "triplets": args.triplets, "join_window_s": args.join_window,
+                      "pause_s": list(args.pause), "lecturer": args.lecturer, "seed": args.seed,
+                      "browser_students": args.browser_students,
+                      "server": "streamlit run app.py (the shipped .streamlit/config.toml), SQLite in a temp folder"},
+           "target_p95_s": TARGET_P95_S, "runs": []}
+    try:
+        out["server_start_s"] = round(await asyncio.to_thread(server.start), 2)
+        for name in args.runs:
+            print(f"class_load: run {name!r}: {args.students} students × {args.triplets} triplets …", flush=True)
+            res = await one_run(name, server, monitor, args)
+            out["runs"].append(res)
+            _print(res)
+    finally:
+        server.stop()
+    out["met"] = {r["name"]: bool(r["answer_to_next_s"]["p95"] is not None
+                                  and r["answer_to_next_s"]["p95"] <= TARGET_P95_S
+                                  and r["answers"]["stored"] == r["answers"]["acknowledged"] == r["answers"]["expected"]
+                                  and r["answers"]["duplicates"] == 0 and r["answers"]["mismatched"] == 0
+                                  and r["answers"]["acknowledged_not_stored"] == 0
+                                  and r["answers"]["stored_for_no_student"] == 0
+                                  and r.get("restart", {}).get("lost_after_restart", 0) == 0)
+                  for r in out["runs"]}
+    return out
+
+
+def _print(r: dict) -> None:
+    a, lat, srv = r["answers"], r["answer_to_next_s"], r["server"]
+    print(f"  answers: {a['clicks_sent']} clicks, {a['acknowledged']} acknowledged, {a['stored']} stored of "
+          f"{a['expected']}; duplicates {a['duplicates']}, mismatched {a['mismatched']}, press-again {a['press_again']}")
+    print(f"  answer → next triplet: p50 {lat['p50']} s, p95 {lat['p95']} s, max {lat['max']} s (n={lat['n']}); "
+          f"join → first triplet p95 {r['join_to_first_triplet_s']['p95']} s")
+    print(f"  server: {srv['cpu_s']} CPU-s over {r['wall_s']} s ({srv['cpu_percent_of_one_core']}% of a core), "
+          f"RSS peak {srv['rss_mb_peak']} MB")
+    if "restart" in r:
+        x = r["restart"]
+        print(f"  restart ({x['signal']}) after {x['at_answers_acknowledged']} answers: down {x['down_s']} s, "
+              f"lost {x['lost_after_restart']}, answers across it p95 {x['answers_across_restart_s']['p95']} s")
+    if r["failures"]:
+        print("  failures:", *r["failures"][:5], sep="\n    ")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--students", type=int, default=30)
+    ap.add_argument("--triplets", type=int, default=12)
+    ap.add_argument("--join-window", type=float, default=10.0, help="students join within this many seconds")
+    ap.add_argument("--pause", type=float, nargs=2, default=(0.5, 3.0), metavar=("MIN", "MAX"),
+                    help="a student's pause before each answer, uniform in [MIN, MAX] seconds")
+    ap.add_argument("--runs", type=lambda s: [x for x in s.split(",") if x], default=["steady", "restart"],
+                    help="comma-separated: steady, restart (default both)")
+    ap.add_argument("--lecturer", choices=("ws", "browser", "none"), default="ws",
+                    help="the lecturer's open live view: a protocol client (default), Chromium, or none")
+    ap.add_argument("--browser-students", type=int, default=2,
+                    help="how many of the students are real Chromium tabs (the rest speak the protocol)")
+    ap.add_argument("--restart-signal", choices=("TERM", "KILL"), default="TERM")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--host", default=None, help="host label for the file name (default: host_label())")
+    ap.add_argument("--out", type=Path, default=None,
+                    help="the JSON file (default benchmarks/results/class-load-<host>.json)")
+    args = ap.parse_args(argv)
+    bad = [r for r in args.runs if r not in ("steady", "restart")]
+    if bad or not args.runs:
+        ap.error(f"--runs takes steady and/or restart, got {args.runs}")
+    if args.students < 1 or args.triplets < 1 or not 0 <= args.pause[0] <= args.pause[1]:
+        ap.error("--students and --triplets must be >= 1 and --pause MIN <= MAX")
+    out = asyncio.run(main_async(args))
+    path = args.out or RESULTS / f"class-load-{out['host']}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(out, indent=2) + "\n")
+    print(f"class_load: wrote {path.relative_to(REPO) if path.is_relative_to(REPO) else path}; met: {out['met']}")
+    return 0 if all(out["met"].values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

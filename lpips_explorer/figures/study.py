@@ -1,0 +1,87 @@
+"""The class study's result to project: each metric's agreement with the class, and the human ceiling.
+
+Pure builder (no Streamlit): the ``"class"`` block of
+:func:`lpips_explorer.study.scoring.summarise` in, ``go.Figure`` out. The plotted numbers are the
+summary's, unrounded (hover shows three decimals).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping
+
+import plotly.graph_objects as go
+
+__all__ = ["CLASSIC_KEYS", "agreement_chart"]
+
+#: The pixel metrics, drawn in grey beside the learned ones.
+CLASSIC_KEYS = ("mse", "psnr", "ssim")
+_LEARNED, _CLASSIC, _BAND, _CEILING = "#1f77b4", "#8c8c8c", "rgba(44,160,44,0.18)", "#2ca02c"
+_ROW_PX, _TOP, _BOTTOM, _LEFT = 26, 56, 48, 190
+
+
+def agreement_chart(block: Mapping[str, Any], *, n_judges: int | None = None, title: str | None = None) -> go.Figure:
+    """Horizontal dots with bootstrap intervals: each metric's 2AFC agreement with the class.
+
+    Args:
+        block: ``summarise(...)["class"]``: ``metrics`` (``{key, label, score, low, high, n}``) and
+            ``ceiling`` (the same keys).
+        n_judges: for the title (``"… (12 judges)"``).
+        title: replaces the default title.
+
+    The metrics are sorted best first (top); learned metrics blue dots, MSE/PSNR/SSIM grey
+    diamonds (no legend: the page says so). The human ceiling is a green band (its bootstrap
+    interval) with a line at its value; chance (0.5) a dotted line. The x axis spans ``[min(0.3, lowest), 1]``. The height grows with the number of
+    metrics (26 px a row), margins are fixed.
+
+    Raises:
+        ValueError: ``block`` has no metrics.
+    """
+    metrics = [m for m in block.get("metrics", []) if math.isfinite(m["score"])]
+    if not metrics:
+        raise ValueError("the class block has no scored metric")
+    metrics = sorted(metrics, key=lambda m: (-m["score"], m["label"]))
+    labels = [m["label"] for m in metrics]
+    fig = go.Figure()
+    for classic in (False, True):
+        ms = [m for m in metrics if (m["key"] in CLASSIC_KEYS) == classic]
+        if not ms:
+            continue
+        fig.add_trace(go.Scatter(
+            x=[m["score"] for m in ms], y=[m["label"] for m in ms], mode="markers",
+            name="pixel metrics" if classic else "learned metrics",
+            marker=dict(size=11, color=_CLASSIC if classic else _LEARNED, symbol="diamond" if classic else "circle"),
+            error_x=dict(type="data", symmetric=False, thickness=2, width=5,
+                         array=[m["high"] - m["score"] for m in ms], arrayminus=[m["score"] - m["low"] for m in ms]),
+            customdata=[[m["low"], m["high"], m["n"]] for m in ms],
+            hovertemplate="%{y}: %{x:.3f}<br>95% interval %{customdata[0]:.3f}–%{customdata[1]:.3f}"
+                          "<br>%{customdata[2]} triplets<extra></extra>",
+        ))
+    ceiling = block.get("ceiling")
+    lowest = min(m["low"] if math.isfinite(m["low"]) else m["score"] for m in metrics)
+    if ceiling is not None and math.isfinite(ceiling["score"]):
+        lo, hi = ceiling["low"], ceiling["high"]
+        if math.isfinite(lo) and math.isfinite(hi):
+            fig.add_vrect(x0=lo, x1=hi, fillcolor=_BAND, line_width=0, layer="below")
+        fig.add_vline(x=ceiling["score"], line_color=_CEILING, line_width=2)
+        fig.add_annotation(x=ceiling["score"], y=1.0, yref="paper", yanchor="bottom", showarrow=False,
+                           xanchor="left" if ceiling["score"] < 0.75 else "right",
+                           text=f"human ceiling {ceiling['score']:.2f}", font=dict(color=_CEILING, size=13))
+        lowest = min(lowest, lo if math.isfinite(lo) else ceiling["score"])
+    fig.add_vline(x=0.5, line_dash="dot", line_color="grey", line_width=1)
+    fig.add_annotation(x=0.5, y=1.0, yref="paper", yanchor="bottom", xanchor="right", showarrow=False,
+                       text="chance", font=dict(color="grey", size=12))
+    x0 = min(0.3, math.floor(lowest * 20) / 20)
+    if title is None:
+        title = "Agreement with the class (2AFC)" + ("" if n_judges is None else
+                                                     f" · {n_judges} judge{'s' * (n_judges != 1)}")
+    fig.update_layout(
+        title=dict(text=title, x=0, xanchor="left", font=dict(size=17)),
+        height=_TOP + _BOTTOM + _ROW_PX * len(metrics),
+        margin=dict(l=_LEFT, r=16, t=_TOP, b=_BOTTOM, autoexpand=False),
+        xaxis=dict(range=[x0, 1.0], title="share of the class the metric agrees with", tickformat=".0%",
+                   gridcolor="rgba(128,128,128,0.2)", zeroline=False),
+        yaxis=dict(categoryorder="array", categoryarray=labels[::-1], automargin=False, tickfont=dict(size=13)),
+        showlegend=False, font=dict(size=13), plot_bgcolor="white",
+    )
+    return fig
