@@ -372,7 +372,8 @@ class LPIPSBase(LearnedMetric):
     def _pair_chunks(self, x: torch.Tensor, y: torch.Tensor, *, input_affine: tuple[float, float] | None = None,
                      numpy: bool = False):
         """Yield ``(normalised taps of one side, taps of the other, input size, raw)`` over chunks of
-        pairs sized by :meth:`images_per_batch` (both sides of a chunk in one backbone batch when
+        pairs sized by :meth:`images_per_batch` (the batch measured fastest on this host for
+        this many images, :mod:`lpips_core.batching`; both sides of a chunk in one backbone batch when
         two images fit). ``raw``: the other side's taps are not normalised yet (else they are,
         together with the first side's, in one pass over the batch); either way they are
         transient. The squared difference is symmetric, so a batch of 1 on either side is the
@@ -385,7 +386,9 @@ class LPIPSBase(LearnedMetric):
         x, y = self._check_input(x, "x"), self._check_input(y, "y")
         self._check_sizes(x, y)
         size = (x.shape[-2], x.shape[-1])
-        per = self.images_per_batch(*size)
+        # images through the backbone in chunks: both sides of equal batches, else the many side
+        images = x.shape[0] + y.shape[0] if x.shape[0] == y.shape[0] else max(x.shape[0], y.shape[0])
+        per = self.images_per_batch(*size, images=images)
         if x.shape[0] != y.shape[0]:
             one, many = (x, y) if x.shape[0] == 1 else (y, x)
             f_one = prepare(self._backbone_taps(self._scaled(one, input_affine)))

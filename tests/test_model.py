@@ -202,7 +202,7 @@ def test_batching_choice_does_not_change_results(alex, monkeypatch, per):
     ys = torch.cat([to_input(_pair(64, 64, seed=s)[1]) for s in (11, 12, 13)])
     want = alex.compare(xs, ys)
     want_channels = alex.pair_channel_terms(xs, ys)
-    monkeypatch.setattr(alex, "images_per_batch", lambda h, w: per)
+    monkeypatch.setattr(alex, "images_per_batch", lambda h, w, images=None: per)
     got = alex.compare(xs, ys)
     np.testing.assert_allclose(got.total, want.total, atol=1e-6)
     np.testing.assert_allclose(got.layer_maps, want.layer_maps, atol=1e-6)

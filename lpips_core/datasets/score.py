@@ -160,7 +160,7 @@ class Scorer:
                 else:
                     out[s.name] = sum(t.sum(1) for t in terms)
             return out
-        step = max(1, model.images_per_batch(x.shape[-2], x.shape[-1]) // 2)
+        step = max(1, model.images_per_batch(x.shape[-2], x.shape[-1], images=2 * x.shape[0]) // 2)
         total = torch.cat([model.compare(xc, yc, spatial=False).total for xc, yc in zip(x.split(step), y.split(step))])
         return {s.name: total for s in specs}
 
