@@ -16,7 +16,9 @@ host (CPU model and flags, torch version and kernel capability, CPU count), the 
 backbone, the thread count and kernel path (oneDNN or NNPACK, see
 :func:`lpips_core.backbones.nnpack_conv`) and the image size (in half-octave buckets of pixel
 count): one host calibrates each case once, and every later process, resumed run and scoring
-lane batches the same way, so their numbers agree bit for bit. Delete the file to measure again;
+lane batches the same way, so their numbers agree bit for bit. Measurements taken while the host
+is busier than its CPU count (the load average) are used by the process that made them but not
+kept: they time the other jobs as much as the batches. Delete the file to measure again;
 ``LPIPS_EXPLORER_BATCH_TABLE=off`` keeps every batch on the memory rule, ``=PATH`` moves the table.
 """
 
@@ -132,6 +134,16 @@ def _write_table(path: Path, key: str, times: dict[int, float]) -> None:
         pass  # a read-only cache: this process keeps its own measurements
 
 
+def _busy() -> bool:
+    """Whether the host is busier than its CPUs (1-minute load average above the CPU count): then
+    a measurement says more about the other jobs than about the batch sizes, and is used by this
+    process only, not kept in the table."""
+    try:
+        return os.getloadavg()[0] > (os.cpu_count() or 1)
+    except (AttributeError, OSError):
+        return False
+
+
 def fastest_batch(key: str, cap: int, run: Callable[[int], object], *,
                   timer: Callable[[], float] = time.perf_counter) -> int:
     """The batch size of :data:`CANDIDATES` up to ``cap`` with the least time per image for ``key``.
@@ -159,7 +171,7 @@ def fastest_batch(key: str, cap: int, run: Callable[[int], object], *,
                         run(b)
                         best[b] = min(best[b], (timer() - t0) / b)
                 times.update(best)
-                if path is not None:
+                if path is not None and not _busy():
                     _write_table(path, key, best)
             _MEMO[key] = times
     return min(cands, key=lambda b: (times[b], b))

@@ -328,8 +328,13 @@ class LPIPSBase(LearnedMetric):
         shift, scale = self.shift.double(), self.scale.double()
         return (a / scale).to(self.shift.dtype), ((b - shift) / scale).to(self.shift.dtype)
 
-    def _scaled(self, x: torch.Tensor, input_affine: tuple[float, float] | None) -> torch.Tensor:
-        """Validated input → the backbone's input (as :meth:`_stages` scales it when ``input_affine`` is ``None``)."""
+    def _scaled(self, x: torch.Tensor, input_affine: tuple[float, float] | None, *, numpy: bool = False) -> torch.Tensor:
+        """Validated input → the backbone's input (as :meth:`_stages` scales it when ``input_affine``
+        is ``None``; with ``numpy``, a CPU tensor, by NumPy on one thread: the same float32
+        operations in the same order, so the same bits)."""
+        if input_affine is None and numpy and self._scaling:
+            out = np.subtract(x.detach().numpy(), self.shift.numpy())
+            return torch.from_numpy(np.divide(out, self.scale.numpy(), out=out))
         if input_affine is None:
             return (x - self.shift) / self.scale if self._scaling else x
         gain, bias = self._affine(input_affine)
@@ -341,12 +346,19 @@ class LPIPSBase(LearnedMetric):
         (with ``numpy`` and an ``input_affine``: by NumPy on one thread, CPU tensors)."""
         n = xc.shape[0]
         out = torch.empty((2 * n, *xc.shape[1:]), dtype=xc.dtype, device=xc.device)
-        if numpy and input_affine is not None:
-            gain, bias = (t.numpy() for t in self._affine(input_affine))
-            o = out.numpy()
-            np.multiply(xc.detach().numpy(), gain, out=o[:n])
-            np.multiply(yc.detach().numpy(), gain, out=o[n:])
-            o += bias
+        if numpy:  # one thread: no fork/join per elementwise pass (see _numpy_head)
+            o, xa, ya = out.numpy(), xc.detach().numpy(), yc.detach().numpy()
+            if input_affine is not None:
+                gain, bias = (t.numpy() for t in self._affine(input_affine))
+                np.multiply(xa, gain, out=o[:n])
+                np.multiply(ya, gain, out=o[n:])
+                o += bias
+            elif self._scaling:  # the scaling layer, as the reference computes it
+                np.subtract(xa, self.shift.numpy(), out=o[:n])
+                np.subtract(ya, self.shift.numpy(), out=o[n:])
+                np.divide(o, self.scale.numpy(), out=o)
+            else:
+                o[:n], o[n:] = xa, ya
             return out
         if input_affine is None and not self._scaling:
             return torch.cat([xc, yc], out=out)
@@ -391,14 +403,14 @@ class LPIPSBase(LearnedMetric):
         per = self.images_per_batch(*size, images=images)
         if x.shape[0] != y.shape[0]:
             one, many = (x, y) if x.shape[0] == 1 else (y, x)
-            f_one = prepare(self._backbone_taps(self._scaled(one, input_affine)))
+            f_one = prepare(self._backbone_taps(self._scaled(one, input_affine, numpy=numpy)))
             for chunk in many.split(per):
-                yield f_one, self._backbone_taps(self._scaled(chunk, input_affine)), size, True
+                yield f_one, self._backbone_taps(self._scaled(chunk, input_affine, numpy=numpy)), size, True
             return
         if per < 2:
             for xc, yc in zip(x.split(1), y.split(1)):
-                fx = prepare(self._backbone_taps(self._scaled(xc, input_affine)))
-                yield fx, self._backbone_taps(self._scaled(yc, input_affine)), size, True
+                fx = prepare(self._backbone_taps(self._scaled(xc, input_affine, numpy=numpy)))
+                yield fx, self._backbone_taps(self._scaled(yc, input_affine, numpy=numpy)), size, True
             return
         for xc, yc in zip(x.split(per // 2), y.split(per // 2)):
             taps = self._backbone_taps(self._pair_input(xc, yc, input_affine, numpy=numpy))

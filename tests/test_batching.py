@@ -4,11 +4,15 @@ per host and case, kept in the table, and used by every batched path."""
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 import torch
 
 from lpips_core import LPIPS, batching
+
+
+REAL_BUSY = batching._busy
 
 
 class FakeClock:
@@ -30,7 +34,20 @@ def table(tmp_path, monkeypatch):
     path = tmp_path / "batch-table.json"
     monkeypatch.setenv("LPIPS_EXPLORER_BATCH_TABLE", str(path))
     monkeypatch.setattr(batching, "_MEMO", {})
+    monkeypatch.setattr(batching, "_busy", lambda: False)
     return path
+
+
+def test_measurements_on_a_busy_host_are_used_but_not_kept(table, monkeypatch):
+    monkeypatch.setattr(batching, "_busy", lambda: True)
+    clock = FakeClock({1: 1.0, 2: 0.5})
+    assert batching.fastest_batch("k", 2, clock.run, timer=clock) == 2
+    assert not table.exists() and batching._MEMO == {"k": {1: 1.0, 2: 0.5}}
+    cpus = os.cpu_count() or 1
+    monkeypatch.setattr(os, "getloadavg", lambda: (cpus + 0.5, 0.0, 0.0))
+    assert REAL_BUSY()
+    monkeypatch.setattr(os, "getloadavg", lambda: (cpus - 0.5, 9.0, 9.0))  # the last minute counts
+    assert not REAL_BUSY()
 
 
 def test_the_fastest_batch_per_image_is_chosen_and_kept(table):

@@ -77,6 +77,34 @@ def test_grid_equals_separate_models(models, pair):
     assert rows[0]["backbone"] == "alex" and rows[0]["size"] == "native" and rows[0]["ratio_to_reference"] == 1.0
 
 
+def test_grid_inputs_and_scaling_in_numpy_give_the_bits_of_pytorch(models, pair, monkeypatch):
+    """Where the head runs in NumPy (a CPU on at most two torch threads) the grid also maps its
+    inputs there (conventions, grayscale, the scaling layer): the same float32 operations in the
+    same order, so the same bits as PyTorch's; the whole grid agrees with the PyTorch head's
+    within 1e-6 (relative)."""
+    import lpips_core.model as model_module
+    import lpips_core.sweeps as sweeps_module
+    from lpips_core.conventions import resize, to_tensor
+
+    ref, dist = pair
+    keys = sweeps_module._feature_keys(VARIANTS, "0.1")
+    for size in (None, 64, 131):
+        t = resize(to_tensor(ref), size)
+        assert torch.equal(sweeps_module._variant_inputs(t, keys, True), sweeps_module._variant_inputs(t, keys, False))
+        x = sweeps_module._variant_inputs(t, keys, False)
+        for m in (models[("0.1", True)], models[("0.0", True)]):
+            assert torch.equal(m._scaled(x, None, numpy=True), m._scaled(x, None))
+            assert torch.equal(m._pair_input(x, x.flip(0), None, numpy=True), m._pair_input(x, x.flip(0), None))
+    grid = {}
+    for numpy in (True, False):
+        monkeypatch.setattr(model_module, "_numpy_head", lambda device, on=numpy: on)
+        monkeypatch.setattr(sweeps_module, "_numpy_head", lambda device, on=numpy: on)
+        cells = conventions_grid(ref, dist, get_model=lambda net, v: models[(v, True)], nets=("alex",),
+                                 sizes=(None, 64))
+        grid[numpy] = [c.value for c in cells]
+    np.testing.assert_allclose(grid[True], grid[False], rtol=1e-6, atol=0)  # NumPy vs PyTorch head
+
+
 def test_grid_rejects_unknown_variant(pair):
     with pytest.raises(ValueError, match="unknown variants"):
         conventions_grid(*pair, get_model=lambda n, v: None, variants=("[-1,1]", "sRGB"))
