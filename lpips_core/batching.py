@@ -16,14 +16,18 @@ host (CPU model and flags, torch version and kernel capability, CPU count), the 
 backbone, the thread count and kernel path (oneDNN or NNPACK, see
 :func:`lpips_core.backbones.nnpack_conv`) and the image size (in half-octave buckets of pixel
 count): one host calibrates each case once, and every later process, resumed run and scoring
-lane batches the same way, so their numbers agree bit for bit. Measurements taken while the host
-is busier than its CPU count (the load average) are used by the process that made them but not
-kept: they time the other jobs as much as the batches. Delete the file to measure again;
+lane batches the same way, so their numbers agree bit for bit; processes started together (the
+lanes of one run) take turns through a lock file, so one measures and the others read. A
+measurement taken while the host is busier than its CPU count (the load average) times the other
+jobs as much as the batches: it is marked busy, serves only processes that find the host busy
+too, and is measured again and replaced by the first that finds it idle. Delete the file to
+measure again;
 ``LPIPS_EXPLORER_BATCH_TABLE=off`` keeps every batch on the memory rule, ``=PATH`` moves the table.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -35,6 +39,11 @@ from typing import Callable
 
 import torch
 
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not on Windows
+    fcntl = None
+
 __all__ = ["CANDIDATES", "CPU_CAP_BYTES", "MIN_IMAGES", "calibrated", "fastest_batch", "host_key", "table_path"]
 
 #: Batch sizes tried (up to what a call can use and the memory cap allows).
@@ -45,7 +54,7 @@ CPU_CAP_BYTES = 128 << 20
 #: Calls with fewer images keep the memory rule: for a single pair (two images) measuring would
 #: cost more than any gain.
 MIN_IMAGES = 4
-_TABLE_VERSION = 1
+_TABLE_VERSION = 2
 _LOCK = threading.Lock()
 #: this process's measurements, ``key → {batch: seconds per image}``
 _MEMO: dict[str, dict[int, float]] = {}
@@ -103,7 +112,16 @@ def case_key(label: str, height: int, width: int, *, threads: int, nnpack: bool,
             f"~{_size_bucket(height, width)}px")
 
 
-def _read_table(path: Path) -> dict[str, dict[int, float]]:
+class _Entry:
+    """One case's measurements: seconds per image by batch size, and whether the host was busy."""
+
+    __slots__ = ("times", "busy")
+
+    def __init__(self, times: dict[int, float], busy: bool):
+        self.times, self.busy = times, busy
+
+
+def _read_table(path: Path) -> dict[str, _Entry]:
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError):
@@ -111,22 +129,31 @@ def _read_table(path: Path) -> dict[str, dict[int, float]]:
     if not isinstance(data, dict) or data.get("version") != _TABLE_VERSION or not isinstance(data.get("entries"), dict):
         return {}
     out = {}
-    for key, times in data["entries"].items():
+    for key, entry in data["entries"].items():
         try:
-            out[key] = {int(b): float(t) for b, t in times.items() if float(t) > 0}
-        except (AttributeError, TypeError, ValueError):
+            times = {int(b): float(t) for b, t in entry["seconds_per_image"].items()}
+            if all(t > 0 for t in times.values()):
+                out[key] = _Entry(times, bool(entry.get("busy", False)))
+        except (AttributeError, KeyError, TypeError, ValueError):
             continue
     return out
 
 
-def _write_table(path: Path, key: str, times: dict[int, float]) -> None:
-    """Merge ``key``'s times into the file (re-read first: other processes write it too), atomically."""
+def _write_table(path: Path, key: str, times: dict[int, float], busy: bool) -> None:
+    """Merge ``key``'s times into the file (re-read first: other processes write it too), atomically.
+    Times measured on an idle host replace those measured on a busy one."""
     from .weights import _write_atomically
 
     entries = _read_table(path)
-    entries.setdefault(key, {}).update(times)
-    body = {"version": _TABLE_VERSION, "entries": {k: {str(b): t for b, t in sorted(v.items())}
-                                                   for k, v in sorted(entries.items())}}
+    old = entries.get(key)
+    if old is None or (old.busy and not busy):
+        entries[key] = _Entry(dict(times), busy)
+    else:
+        old.times.update(times)
+        old.busy = old.busy or busy
+    body = {"version": _TABLE_VERSION,
+            "entries": {k: {"seconds_per_image": {str(b): t for b, t in sorted(e.times.items())}, "busy": e.busy}
+                        for k, e in sorted(entries.items())}}
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         _write_atomically(path, (json.dumps(body, indent=1) + "\n").encode())
@@ -135,43 +162,69 @@ def _write_table(path: Path, key: str, times: dict[int, float]) -> None:
 
 
 def _busy() -> bool:
-    """Whether the host is busier than its CPUs (1-minute load average above the CPU count): then
-    a measurement says more about the other jobs than about the batch sizes, and is used by this
-    process only, not kept in the table."""
+    """Whether the host is busier than its CPUs (1-minute load average above the CPU count): a
+    measurement then says as much about the other jobs as about the batch sizes."""
     try:
         return os.getloadavg()[0] > (os.cpu_count() or 1)
     except (AttributeError, OSError):
         return False
 
 
+@contextlib.contextmanager
+def _locked(path: Path | None):
+    """Hold an exclusive lock beside the table (``fcntl``, where there is one), so that processes
+    started together (scoring lanes) measure a case one at a time and then share the result."""
+    if path is None or fcntl is None:
+        yield
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fh = open(path.with_name(path.name + ".lock"), "a")
+    except OSError:
+        yield
+        return
+    with fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
 def fastest_batch(key: str, cap: int, run: Callable[[int], object], *,
                   timer: Callable[[], float] = time.perf_counter) -> int:
     """The batch size of :data:`CANDIDATES` up to ``cap`` with the least time per image for ``key``.
 
-    Measures the candidates not measured yet (here or in the table): ``run(b)`` runs the backbone
-    on ``b`` images; one warm-up run of the smallest, then two interleaved rounds over the
-    candidates, each keeping its fastest time. Ties go to the smaller batch.
+    Uses this process's measurements, else the table's, and measures the candidates neither has:
+    ``run(b)`` runs the backbone on ``b`` images; one warm-up run of the smallest, then two
+    interleaved rounds over the candidates, each keeping its fastest time. Ties go to the smaller
+    batch. A table entry measured while the host was busy (:func:`_busy`) serves only processes
+    that find it busy too; an idle one measures again and replaces it.
     """
     cands = [b for b in CANDIDATES if b <= cap]
     if len(cands) < 2:
         return 1
-    path = table_path()
     with _LOCK:
         times = _MEMO.get(key)
         if times is None or any(b not in times for b in cands):
-            stored = _read_table(path).get(key, {}) if path is not None else {}
-            times = {**stored, **(times or {})}
-            missing = [b for b in cands if b not in times]
-            if missing:
-                run(missing[0])  # warm-up: first-touch allocations, kernel selection
-                best = {b: math.inf for b in missing}
-                for _ in range(2):
-                    for b in missing:
-                        t0 = timer()
-                        run(b)
-                        best[b] = min(best[b], (timer() - t0) / b)
-                times.update(best)
-                if path is not None and not _busy():
-                    _write_table(path, key, best)
+            path = table_path()
+            with _locked(path):
+                busy = _busy()
+                entry = _read_table(path).get(key) if path is not None else None
+                times = dict(times or {})
+                if entry is not None and (busy or not entry.busy):
+                    times = {**entry.times, **times}
+                missing = [b for b in cands if b not in times]
+                if missing:
+                    run(missing[0])  # warm-up: first-touch allocations, kernel selection
+                    best = {b: math.inf for b in missing}
+                    for _ in range(2):
+                        for b in missing:
+                            t0 = timer()
+                            run(b)
+                            best[b] = min(best[b], (timer() - t0) / b)
+                    times.update(best)
+                    if path is not None:
+                        _write_table(path, key, best, busy)
             _MEMO[key] = times
     return min(cands, key=lambda b: (times[b], b))

@@ -38,11 +38,25 @@ def table(tmp_path, monkeypatch):
     return path
 
 
-def test_measurements_on_a_busy_host_are_used_but_not_kept(table, monkeypatch):
+def _entries(table):
+    return json.loads(table.read_text())["entries"]
+
+
+def test_measurements_on_a_busy_host_serve_busy_processes_until_an_idle_one_replaces_them(table, monkeypatch):
     monkeypatch.setattr(batching, "_busy", lambda: True)
     clock = FakeClock({1: 1.0, 2: 0.5})
     assert batching.fastest_batch("k", 2, clock.run, timer=clock) == 2
-    assert not table.exists() and batching._MEMO == {"k": {1: 1.0, 2: 0.5}}
+    assert _entries(table) == {"k": {"seconds_per_image": {"1": 1.0, "2": 0.5}, "busy": True}}
+    batching._MEMO.clear()  # another busy process (a second scoring lane): reads, does not measure
+    assert batching.fastest_batch("k", 2, clock.run, timer=clock) == 2 and len(clock.runs) == 5
+    monkeypatch.setattr(batching, "_busy", lambda: False)
+    batching._MEMO.clear()  # an idle process measures again and replaces the busy entry
+    clock.per_image = {1: 0.5, 2: 0.75}
+    assert batching.fastest_batch("k", 2, clock.run, timer=clock) == 1 and len(clock.runs) == 10
+    assert _entries(table) == {"k": {"seconds_per_image": {"1": 0.5, "2": 0.75}, "busy": False}}
+    monkeypatch.setattr(batching, "_busy", lambda: True)
+    batching._MEMO.clear()  # an idle entry serves busy processes too
+    assert batching.fastest_batch("k", 2, clock.run, timer=clock) == 1 and len(clock.runs) == 10
     cpus = os.cpu_count() or 1
     monkeypatch.setattr(os, "getloadavg", lambda: (cpus + 0.5, 0.0, 0.0))
     assert REAL_BUSY()
@@ -55,8 +69,8 @@ def test_the_fastest_batch_per_image_is_chosen_and_kept(table):
     assert batching.fastest_batch("k", 8, clock.run, timer=clock) == 4  # 16 is over the cap
     assert clock.runs == [1, 1, 2, 4, 8, 1, 2, 4, 8]  # a warm-up, then two interleaved rounds
     assert batching.fastest_batch("k", 8, clock.run, timer=clock) == 4 and len(clock.runs) == 9  # this process
-    entries = json.loads(table.read_text())["entries"]
-    assert entries == {"k": {"1": 1.0, "2": 0.75, "4": 0.5, "8": 0.625}}
+    assert _entries(table) == {"k": {"seconds_per_image": {"1": 1.0, "2": 0.75, "4": 0.5, "8": 0.625},
+                                     "busy": False}}
     batching._MEMO.clear()  # a new process reads the table
     assert batching.fastest_batch("k", 4, clock.run, timer=clock) == 4 and len(clock.runs) == 9
     assert batching.fastest_batch("k", 16, clock.run, timer=clock) == 16  # only 16 is measured now
@@ -69,10 +83,12 @@ def test_ties_go_to_the_smaller_batch_and_a_bad_table_is_measured_again(table):
     table.write_text("{not json")
     clock = FakeClock({1: 1.0, 2: 1.0})
     assert batching.fastest_batch("k", 2, clock.run, timer=clock) == 1
-    assert json.loads(table.read_text())["entries"] == {"k": {"1": 1.0, "2": 1.0}}
-    table.write_text(json.dumps({"version": 99, "entries": {"k": {"1": 5.0, "2": 1.0}}}))
+    assert _entries(table) == {"k": {"seconds_per_image": {"1": 1.0, "2": 1.0}, "busy": False}}
+    assert table.with_name("batch-table.json.lock").exists() == (batching.fcntl is not None)  # taken in turn
+    table.write_text(json.dumps({"version": 1, "entries": {"k": {"seconds_per_image": {"1": 5.0, "2": 1.0}}}}))
     batching._MEMO.clear()
     assert batching.fastest_batch("k", 2, clock.run, timer=clock) == 1  # another version: ignored
+    assert len(clock.runs) == 10
 
 
 def test_the_table_path_and_switching_calibration_off(tmp_path, monkeypatch):
