@@ -448,7 +448,8 @@ def main(argv=None) -> int:
                 cases.append(sweep_case(net, ours["0.1"], refs[("0.1", True)], device, repeat, warm=warm))
                 _progress(cases[-1])
         if want(f"batch-{net}-256"):
-            cases.append(batch_case(net, ours["0.1"], refs[("0.1", True)], device, max(1, repeat // 2) if net == "vgg" else repeat))
+            r = max(1, repeat // 2) if net == "vgg" else repeat
+            cases.append(batch_case(net, ours["0.1"], refs[("0.1", True)], device, r))
             _progress(cases[-1])
         if want(f"grid-{net}"):
             cases.append(grid_case(net, ours, refs, device, max(1, repeat // 2) if net == "vgg" else repeat))

@@ -328,7 +328,8 @@ class LPIPSBase(LearnedMetric):
         shift, scale = self.shift.double(), self.scale.double()
         return (a / scale).to(self.shift.dtype), ((b - shift) / scale).to(self.shift.dtype)
 
-    def _scaled(self, x: torch.Tensor, input_affine: tuple[float, float] | None, *, numpy: bool = False) -> torch.Tensor:
+    def _scaled(self, x: torch.Tensor, input_affine: tuple[float, float] | None, *,
+                numpy: bool = False) -> torch.Tensor:
         """Validated input → the backbone's input (as :meth:`_stages` scales it when ``input_affine``
         is ``None``; with ``numpy``, a CPU tensor, by NumPy on one thread: the same float32
         operations in the same order, so the same bits)."""

@@ -574,7 +574,8 @@ class LearnedMetric(nn.Module):
         """Generic pair path: both sides' features in one batch when they fit, then the terms."""
         x, y = self._check_input(x, "x"), self._check_input(y, "y")
         self._check_sizes(x, y)
-        if x.shape[0] == y.shape[0] and 2 * x.shape[0] <= max(2, self.images_per_batch(*x.shape[-2:], images=2 * x.shape[0])):
+        per = self.images_per_batch(*x.shape[-2:], images=2 * x.shape[0])
+        if x.shape[0] == y.shape[0] and 2 * x.shape[0] <= max(2, per):
             both = self._features(torch.cat([x, y]))
             n = x.shape[0]
             fx, fy = both[:n], both[n:]
