@@ -118,26 +118,31 @@ def _cells(paths=None):
                                    id="-".join([net, size] + ([path] if path else [])))
 
 
-@functools.lru_cache(maxsize=None)
-def _folders(size: str) -> tuple[Path, Path]:
-    """``a/p.png``: the astronaut at ``size``; ``b/p.png``: it shifted right by 3 px (edge
-    repeated) with Gaussian noise (σ = 0.08), both 8-bit."""
-    import tempfile
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory):
+    """``size → (a, b)``: ``a/p.png`` the astronaut at ``size``; ``b/p.png`` it shifted right by
+    3 px (edge repeated) with Gaussian noise (σ = 0.08), both 8-bit; written on first use."""
+    root = tmp_path_factory.mktemp("parity")
+    made: dict[str, tuple[Path, Path]] = {}
 
-    h, w = SIZES[size]
-    img = load_image(REPO / "sample_images" / "astronaut.png").array
-    a = to_input(img, convention="[0,1]", size=(h, w))[0].permute(1, 2, 0).numpy()
-    b = np.concatenate([np.repeat(a[:, :1], 3, axis=1), a[:, :-3]], axis=1)
-    b = b + np.random.default_rng(h * w).normal(0.0, 0.08, a.shape)
-    root = Path(tempfile.mkdtemp(prefix=f"parity-{size}-"))
-    for name, arr in (("a", a), ("b", b)):
-        (root / name).mkdir()
-        Image.fromarray(np.round(np.clip(arr, 0, 1) * 255).astype(np.uint8)).save(root / name / "p.png")
-    return root / "a", root / "b"
+    def get(size: str) -> tuple[Path, Path]:
+        if size not in made:
+            h, w = SIZES[size]
+            img = load_image(REPO / "sample_images" / "astronaut.png").array
+            a = to_input(img, convention="[0,1]", size=(h, w))[0].permute(1, 2, 0).numpy()
+            b = np.concatenate([np.repeat(a[:, :1], 3, axis=1), a[:, :-3]], axis=1)
+            b = b + np.random.default_rng(h * w).normal(0.0, 0.08, a.shape)
+            for name, arr in (("a", a), ("b", b)):
+                (root / size / name).mkdir(parents=True)
+                Image.fromarray(np.round(np.clip(arr, 0, 1) * 255).astype(np.uint8)).save(root / size / name / "p.png")
+            made[size] = (root / size / "a", root / size / "b")
+        return made[size]
+
+    return get
 
 
-def _inputs(size: str) -> tuple[torch.Tensor, torch.Tensor]:
-    return tuple(to_input(load_image(d / "p.png", max_side=None).array) for d in _folders(size))
+def _inputs(dirs: tuple[Path, Path]) -> tuple[torch.Tensor, torch.Tensor]:
+    return tuple(to_input(load_image(d / "p.png", max_side=None).array) for d in dirs)
 
 
 @functools.lru_cache(maxsize=None)
@@ -145,11 +150,16 @@ def _models(net: str):
     return LPIPS(net, device="cpu"), reference_lpips(net)
 
 
-@functools.lru_cache(maxsize=None)
-def _reference(net: str, size: str) -> float:
-    x, y = _inputs(size)
-    with torch.no_grad():
-        return float(_models(net)[1](x, y))
+_REFERENCE: dict[tuple[str, str], float] = {}
+
+
+def _reference(net: str, size: str, dirs: tuple[Path, Path]) -> float:
+    """The reference package's LPIPS of the pair (computed once per network and size)."""
+    if (net, size) not in _REFERENCE:
+        x, y = _inputs(dirs)
+        with torch.no_grad():
+            _REFERENCE[(net, size)] = float(_models(net)[1](x, y))
+    return _REFERENCE[(net, size)]
 
 
 def _close(got: float, want: float, size: str) -> None:
@@ -161,19 +171,19 @@ def _close(got: float, want: float, size: str) -> None:
 
 
 @pytest.mark.parametrize("net, size", list(_cells()))
-def test_single_pair_api_equals_the_reference_at_size(net, size):
+def test_single_pair_api_equals_the_reference_at_size(net, size, folders):
     """``model(x, y)`` and ``compare`` equal the reference within 1e-5 absolute and relative at
     512, 1024 and 1000 × 750 px, and within 1e-7 absolute at 256 px (measured ≤ 6e-8 at every size)."""
     ours = _models(net)[0]
-    x, y = _inputs(size)
-    want = _reference(net, size)
+    x, y = _inputs(folders(size))
+    want = _reference(net, size, folders(size))
     assert want > 0.3  # a large distance: the relative bound means something
     _close(float(ours(x, y)), want, size)
     _close(float(ours.compare(x, y, spatial=False).total[0]), want, size)
 
 
 @pytest.mark.parametrize("net, size, path", list(_cells(("lanes", "one-process"))))
-def test_folder_path_equals_the_reference_at_size(net, size, path, monkeypatch):
+def test_folder_path_equals_the_reference_at_size(net, size, path, folders, monkeypatch):
     """``score_pairs`` (what ``python -m lpips_core score`` runs) equals the reference within
     1e-5 absolute and relative at 512, 1024 and 1000 × 750 px, and within 1e-7 absolute at 256 px
     (as the single-pair API), in scoring lanes and in one process on oneDNN's channels-last taps."""
@@ -183,9 +193,9 @@ def test_folder_path_equals_the_reference_at_size(net, size, path, monkeypatch):
     ours = _models(net)[0]
     scorer = Scorer([f"lpips-{net}"], device="cpu", models={("lpips", net, "0.1"): ours})
     if path == "lanes":
-        res = score_pairs(match_folders(*_folders(size)), scorer=scorer, lanes=2)
+        res = score_pairs(match_folders(*folders(size)), scorer=scorer, lanes=2)
     else:
         monkeypatch.setattr(backbones, "USE_NNPACK", False)
-        res = score_pairs(match_folders(*_folders(size)), scorer=scorer, workers=0)
+        res = score_pairs(match_folders(*folders(size)), scorer=scorer, workers=0)
     assert [r["error_kind"] for r in res.rows] == [""]
-    _close(res.rows[0][scorer.names[0]], _reference(net, size), size)
+    _close(res.rows[0][scorer.names[0]], _reference(net, size, folders(size)), size)
