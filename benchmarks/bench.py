@@ -14,7 +14,8 @@ Cases (same inputs, same device, same backbone weights for both):
   agreement check before the timing makes that measurement, or reads it from the host's table).
 - ``grid-{net}``: the Conventions page's grid for one 256 px pair (sizes native, 64, 128, 224,
   256 × the six variants). Reference: one call per cell with the matching reference model;
-  ours: :func:`lpips_core.sweeps.conventions_grid`.
+  ours: :func:`lpips_core.sweeps.conventions_grid` (which computes the 256 px cells once, with
+  the native ones; so does the floor).
 - ``dataset-{net}-256``: 128 generated pairs of 256 px crops of the sample photo (blur, noise,
   JPEG, shift), written as PNG files and scored from disk. Reference: the way its
   ``lpips_2dirs.py`` does it, file by file: load both images (Pillow, ``lpips.im2tensor``), one
@@ -275,8 +276,12 @@ def grid_case(net, ours_by_version, refs, device, repeat) -> Case:
         cells = conventions_grid(a, b, get_model=lambda n, ver: ours_by_version[ver], nets=(net,), sizes=GRID_SIZES)
         return {(c.variant, c.size_label): c.value for c in cells}
 
-    prepared = []
-    for size in GRID_SIZES:
+    prepared, shapes = [], set()
+    for size in GRID_SIZES:  # a size equal to the native one is computed once, as conventions_grid does
+        shape = (a.shape[0], a.shape[1]) if size is None else (size, size)
+        if shape in shapes:
+            continue
+        shapes.add(shape)
         for ver, ks in keys.items():
             m = ours_by_version[ver]
             xs, ys = (torch.cat([to_input(img, convention=c, size=size, grayscale=g, device=device) for c, g in ks])

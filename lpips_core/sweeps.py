@@ -7,7 +7,9 @@ Both paths do the least network work the answer needs:
   all other images in one batch.
 - :func:`conventions_grid` evaluates, per backbone and size, every input variant of the pair in
   one batch for the v0.1 model and one for v0.0; the uncalibrated baseline reuses the v0.1
-  features (lin and baseline differ only in the channel weights), so it costs no forward pass.
+  features (lin and baseline differ only in the channel weights), so it costs no forward pass;
+  a size the image already has (``256`` beside ``native`` for a 256 px image) reuses the native
+  size's values (the same inputs: the same numbers).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import numpy as np
 import torch
 
 from . import metric_registry
-from .conventions import CONVENTIONS, LUMA, apply_convention, resize, to_gray, to_input, to_tensor
+from .conventions import CONVENTIONS, LUMA, apply_convention, parse_size, resize, to_gray, to_input, to_tensor
 from .model import LPIPS, _numpy_head
 from .protocol import LearnedMetric, MetricResult
 
@@ -279,15 +281,20 @@ def conventions_grid(
     steps = len(nets) * len(sizes)
     cells: list[GridCell] = []
     done = 0
+    native = tuple(pair01[0].shape[-2:])
     for net in nets:
         models = {ver: get_model(net, ver) for ver in {_VARIANT_CONFIG[v][1] for v in variants}}
+        by_shape: dict[tuple[int, int], dict[str, float]] = {}  # a size equal to another (native) is computed once
         for size in sizes:
             done += 1
             if any(m is None for m in models.values()):
                 if progress:
                     progress(done / steps, f"{net}: unavailable")
                 continue
-            values = _grid_values(pair01, models, variants, size)
+            shape = parse_size(size, native)
+            if shape not in by_shape:
+                by_shape[shape] = _grid_values(pair01, models, variants, size)
+            values = by_shape[shape]
             base = values["[-1,1]"]
             for v in variants:
                 cells.append(GridCell(

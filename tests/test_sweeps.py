@@ -105,6 +105,25 @@ def test_grid_inputs_and_scaling_in_numpy_give_the_bits_of_pytorch(models, pair,
     np.testing.assert_allclose(grid[True], grid[False], rtol=1e-6, atol=0)  # NumPy vs PyTorch head
 
 
+def test_grid_computes_a_size_equal_to_the_native_one_once(models, pair, monkeypatch):
+    """A 96 px pair at sizes native, 64 and 96: the 96 px cells are the native ones (the same
+    inputs), computed once; every cell equals the one a grid of that size alone gives."""
+    import lpips_core.sweeps as sweeps_module
+
+    ref, dist = pair
+    get = lambda net, v: models[(v, True)]  # noqa: E731
+    calls = []
+    real = sweeps_module._grid_values
+    monkeypatch.setattr(sweeps_module, "_grid_values", lambda *a: calls.append(a[3]) or real(*a))
+    cells = conventions_grid(ref, dist, get_model=get, nets=("alex",), sizes=(None, 64, 96))
+    assert calls == [None, 64]
+    by = {(c.size_label, c.variant): c.value for c in cells}
+    for v in VARIANTS:
+        assert by[("96×96", v)] == by[("native", v)]
+    alone = conventions_grid(ref, dist, get_model=get, nets=("alex",), sizes=(96,))
+    assert [c.value for c in alone] == [by[("96×96", c.variant)] for c in alone]
+
+
 def test_grid_rejects_unknown_variant(pair):
     with pytest.raises(ValueError, match="unknown variants"):
         conventions_grid(*pair, get_model=lambda n, v: None, variants=("[-1,1]", "sRGB"))
