@@ -8,9 +8,14 @@ Cases (same inputs, same device, same backbone weights for both):
   cached-reference batched path (``compare_batch``) with the reference cache emptied before every
   run, so the reference goes through the network once per run, as on a cold page.
   ``sweep-{net}-256-warm``: the same with the reference's features already cached (a slider move).
+- ``batch-{net}-256``: 16 pairs of 256 px (crops of the photo against the 16 distortions) in one
+  call. Reference: its batched call ``model(x, y)`` (one backbone batch of 16 per side); ours:
+  ``LPIPS.forward``, batched as :mod:`lpips_core.batching` measured fastest on this host (the
+  agreement check before the timing makes that measurement, or reads it from the host's table).
 - ``grid-{net}``: the Conventions page's grid for one 256 px pair (sizes native, 64, 128, 224,
   256 × the six variants). Reference: one call per cell with the matching reference model;
-  ours: :func:`lpips_core.sweeps.conventions_grid`.
+  ours: :func:`lpips_core.sweeps.conventions_grid` (which computes the 256 px cells once, with
+  the native ones; so does the floor).
 - ``dataset-{net}-256``: 128 generated pairs of 256 px crops of the sample photo (blur, noise,
   JPEG, shift), written as PNG files and scored from disk. Reference: the way its
   ``lpips_2dirs.py`` does it, file by file: load both images (Pillow, ``lpips.im2tensor``), one
@@ -163,7 +168,7 @@ def distortions16(img: np.ndarray) -> list[np.ndarray]:
 # --------------------------------------------------------------------------- the floor
 def floor_pairs(model: LPIPS, x_in: torch.Tensor, y_in: torch.Tensor) -> None:
     """Bare backbone passes over scaled pairs, batched as ``LPIPS._pair_chunks`` batches them."""
-    per = model.images_per_batch(x_in.shape[-2], x_in.shape[-1])
+    per = model.images_per_batch(x_in.shape[-2], x_in.shape[-1], images=2 * len(x_in))
     if per < 2:
         for xc, yc in zip(x_in.split(1), y_in.split(1)):
             model.backbone(xc)
@@ -196,7 +201,7 @@ def _identity(x):
 
 def floor_many(model: LPIPS, batch_in: torch.Tensor) -> None:
     """Bare backbone passes over scaled images, batched as ``LPIPS.compare_batch`` batches them."""
-    for chunk in batch_in.split(model.images_per_batch(batch_in.shape[-2], batch_in.shape[-1])):
+    for chunk in batch_in.split(model.images_per_batch(batch_in.shape[-2], batch_in.shape[-1], images=len(batch_in))):
         model.backbone(chunk)
 
 
@@ -271,8 +276,12 @@ def grid_case(net, ours_by_version, refs, device, repeat) -> Case:
         cells = conventions_grid(a, b, get_model=lambda n, ver: ours_by_version[ver], nets=(net,), sizes=GRID_SIZES)
         return {(c.variant, c.size_label): c.value for c in cells}
 
-    prepared = []
-    for size in GRID_SIZES:
+    prepared, shapes = [], set()
+    for size in GRID_SIZES:  # a size equal to the native one is computed once, as conventions_grid does
+        shape = (a.shape[0], a.shape[1]) if size is None else (size, size)
+        if shape in shapes:
+            continue
+        shapes.add(shape)
         for ver, ks in keys.items():
             m = ours_by_version[ver]
             xs, ys = (torch.cat([to_input(img, convention=c, size=size, grayscale=g, device=device) for c, g in ks])
@@ -289,6 +298,34 @@ def grid_case(net, ours_by_version, refs, device, repeat) -> Case:
     r, o = run_ref(), run_ours()
     diff = max(abs(r[k] - o[k]) for k in r)
     return _case(f"grid-{net}", diff, run_ref, run_ours, run_floor, device, repeat)
+
+
+BATCH_PAIRS = 16
+
+
+def batch_case(net, ours, ref, device, repeat, side: int = 256, n: int = BATCH_PAIRS) -> Case:
+    """``n`` pairs of ``side`` px in one call: seeded crops of the photo at 2 × ``side`` against
+    the 16 distortions, one each. Reference: its batched call ``ref(x, y)`` (each side one backbone
+    batch of ``n``); ours: ``LPIPS.forward`` (batches of the size :mod:`lpips_core.batching`
+    measured fastest on this host, both sides of a pair in one batch)."""
+    big = photo(2 * side)
+    rng = np.random.default_rng(1)
+    crops = [np.ascontiguousarray(big[t:t + side, l:l + side]) for t, l in rng.integers(0, side, size=(n, 2))]
+    x = torch.cat([to_input(c) for c in crops]).to(device)
+    y = torch.cat([to_input(distortions16(c)[i % 16]) for i, c in enumerate(crops)]).to(device)
+
+    def run_ref():
+        with torch.no_grad():
+            return ref(x, y).flatten()
+
+    x_in, y_in = (x - ours.shift) / ours.scale, (y - ours.shift) / ours.scale
+
+    def run_floor():
+        with torch.inference_mode():
+            floor_pairs(ours, x_in, y_in)
+
+    diff = float((ours(x, y).cpu() - run_ref().cpu()).abs().max())
+    return _case(f"batch-{net}-{side}", diff, run_ref, lambda: ours(x, y), run_floor, device, repeat)
 
 
 DATASET_PAIRS = 128
@@ -415,6 +452,10 @@ def main(argv=None) -> int:
             if want(f"sweep-{net}"):
                 cases.append(sweep_case(net, ours["0.1"], refs[("0.1", True)], device, repeat, warm=warm))
                 _progress(cases[-1])
+        if want(f"batch-{net}-256"):
+            r = max(1, repeat // 2) if net == "vgg" else repeat
+            cases.append(batch_case(net, ours["0.1"], refs[("0.1", True)], device, r))
+            _progress(cases[-1])
         if want(f"grid-{net}"):
             cases.append(grid_case(net, ours, refs, device, max(1, repeat // 2) if net == "vgg" else repeat))
             _progress(cases[-1])

@@ -232,6 +232,6 @@ class DISTS(LearnedMetric):
         t, s = torch.stack(tex, 1), torch.stack(struct, 1)
         return t + s, None, {"texture": t, "structure": s}
 
-    def images_per_batch(self, height: int, width: int) -> int:
+    def _batch_rule(self, height: int, width: int) -> int:
         """About one million input pixels a batch."""
         return max(1, (1 << 20) // (height * width))

@@ -117,6 +117,11 @@ def _np_prepare(taps: list[torch.Tensor]) -> list[torch.Tensor]:
     return taps
 
 
+#: Both sides' maps of one layer of a chunk, in bytes, up to which the NumPy head normalises and
+#: differences the chunk in one go rather than pair by pair (they stay in a core's cache either way).
+_NP_WHOLE_CHUNK_BYTES = 512 << 10
+
+
 def _np_channel_terms(fx: Sequence[torch.Tensor], fy: Sequence[torch.Tensor], raw_y: bool | str) -> list[torch.Tensor]:
     """Per layer ``(N, C_l)``: ``mean_hw((ŷ − x̂)²)``, overwriting the transient ``fy`` (normalised
     first if ``raw_y``); ``fx`` normalised, a batch of 1 or as many as ``fy``.
@@ -125,11 +130,18 @@ def _np_channel_terms(fx: Sequence[torch.Tensor], fy: Sequence[torch.Tensor], ra
     transient). Each pair is then normalised and differenced on its own while its maps are still
     in the cache: the same operations on the same values as over the whole chunk, so the same
     bits, in 11 instead of 14 ms for a chunk of 12 AlexNet pairs at 256 px (one thread, this
-    2-core host), where each of the five passes over the chunk's maps came from memory.
+    2-core host), where each of the five passes over the chunk's maps came from memory. A layer
+    whose maps for the whole chunk fit in :data:`_NP_WHOLE_CHUNK_BYTES` is done in one go instead
+    (the same bits again, and fewer calls: the small maps of the Conventions grid).
     """
     out = []
     for a, b in zip(fx, fy):
         na, nb = a.numpy(), b.numpy()
+        if raw_y == "both" and na.nbytes + nb.nbytes <= _NP_WHOLE_CHUNK_BYTES:
+            _np_unit_normalize_(na)
+            _np_unit_normalize_(nb)
+            out.append(torch.from_numpy(_np_squared_difference_mean_(na, nb)))
+            continue
         if raw_y == "both":
             terms = np.empty(nb.shape[:2], dtype=nb.dtype)
             for i in range(nb.shape[0]):
@@ -149,7 +161,41 @@ def _np_squared_difference_mean_(na: np.ndarray, nb: np.ndarray) -> np.ndarray:
     """``mean_hw((nb − na)²)`` per image and channel, ``(N, C)``, computed in ``nb``'s memory."""
     np.subtract(nb, na, out=nb)
     np.multiply(nb, nb, out=nb)
-    return nb.reshape(nb.shape[0], nb.shape[1], -1).mean(-1)
+    return np_position_mean(nb)
+
+
+#: Positions summed in float32 per block by :func:`np_position_mean` before the blocks are summed
+#: in float64: the float32 part of the error is that of a 256-term sum, whatever the map's size.
+POSITION_BLOCK = 256
+
+
+def np_position_mean(d: np.ndarray) -> np.ndarray:
+    """The mean over positions of an ``(N, C, H, W)`` float32 array, ``(N, C)`` float32, with an
+    error that does not grow with ``H · W``.
+
+    NumPy sums pairwise only along the contiguous axis of a reduction. In the NCHW layout the
+    positions are that axis, and ``np.add.reduce`` sums them pairwise. In the channels-last
+    layout (the oneDNN backbones' output) the channels are, and a plain ``mean`` over the
+    positions adds them one after another into a float32 accumulator per channel: on random
+    maps its relative error was −7e-6 at 256², −5e-5 at 512², −4e-4 at 1024² (always low).
+    There the positions are summed in float32 in blocks of :data:`POSITION_BLOCK` rows (one
+    contiguous row of ``C`` values per position), and the block sums in float64: 4e-8 at every
+    size, in the time of the plain ``mean`` (``benchmarks/accumulation.py``).
+    """
+    n, c, h, w = d.shape
+    hw = h * w
+    if c > 1 and d.strides[1] == d.itemsize and d.strides[3] == c * d.itemsize and d.strides[2] == w * c * d.itemsize:
+        rows = d.transpose(0, 2, 3, 1).reshape(n, hw, c)  # a view: one row of C values per position
+        full = hw - hw % POSITION_BLOCK
+        blocks = np.add.reduce(rows[:, :full].reshape(n, full // POSITION_BLOCK, POSITION_BLOCK, c), axis=2)
+        total = np.add.reduce(blocks, axis=1, dtype=np.float64)
+        if full < hw:
+            total += np.add.reduce(rows[:, full:], axis=1, dtype=np.float64)
+        return (total / hw).astype(np.float32)
+    flat = d.reshape(n, c, hw)  # NCHW (a view): positions contiguous, summed pairwise
+    if flat.strides[2] != d.itemsize:
+        return (np.add.reduce(flat, axis=2, dtype=np.float64) / hw).astype(np.float32)
+    return (np.add.reduce(flat, axis=2).astype(np.float64) / hw).astype(np.float32)
 
 
 def _weighted_sum(d2: torch.Tensor, weights: Sequence[torch.Tensor] | None, layer: int) -> torch.Tensor:
@@ -294,8 +340,14 @@ class LPIPSBase(LearnedMetric):
         shift, scale = self.shift.double(), self.scale.double()
         return (a / scale).to(self.shift.dtype), ((b - shift) / scale).to(self.shift.dtype)
 
-    def _scaled(self, x: torch.Tensor, input_affine: tuple[float, float] | None) -> torch.Tensor:
-        """Validated input → the backbone's input (as :meth:`_stages` scales it when ``input_affine`` is ``None``)."""
+    def _scaled(self, x: torch.Tensor, input_affine: tuple[float, float] | None, *,
+                numpy: bool = False) -> torch.Tensor:
+        """Validated input → the backbone's input (as :meth:`_stages` scales it when ``input_affine``
+        is ``None``; with ``numpy``, a CPU tensor, by NumPy on one thread: the same float32
+        operations in the same order, so the same bits)."""
+        if input_affine is None and numpy and self._scaling:
+            out = np.subtract(x.detach().numpy(), self.shift.numpy())
+            return torch.from_numpy(np.divide(out, self.scale.numpy(), out=out))
         if input_affine is None:
             return (x - self.shift) / self.scale if self._scaling else x
         gain, bias = self._affine(input_affine)
@@ -307,12 +359,19 @@ class LPIPSBase(LearnedMetric):
         (with ``numpy`` and an ``input_affine``: by NumPy on one thread, CPU tensors)."""
         n = xc.shape[0]
         out = torch.empty((2 * n, *xc.shape[1:]), dtype=xc.dtype, device=xc.device)
-        if numpy and input_affine is not None:
-            gain, bias = (t.numpy() for t in self._affine(input_affine))
-            o = out.numpy()
-            np.multiply(xc.detach().numpy(), gain, out=o[:n])
-            np.multiply(yc.detach().numpy(), gain, out=o[n:])
-            o += bias
+        if numpy:  # one thread: no fork/join per elementwise pass (see _numpy_head)
+            o, xa, ya = out.numpy(), xc.detach().numpy(), yc.detach().numpy()
+            if input_affine is not None:
+                gain, bias = (t.numpy() for t in self._affine(input_affine))
+                np.multiply(xa, gain, out=o[:n])
+                np.multiply(ya, gain, out=o[n:])
+                o += bias
+            elif self._scaling:  # the scaling layer, as the reference computes it
+                np.subtract(xa, self.shift.numpy(), out=o[:n])
+                np.subtract(ya, self.shift.numpy(), out=o[n:])
+                np.divide(o, self.scale.numpy(), out=o)
+            else:
+                o[:n], o[n:] = xa, ya
             return out
         if input_affine is None and not self._scaling:
             return torch.cat([xc, yc], out=out)
@@ -338,7 +397,8 @@ class LPIPSBase(LearnedMetric):
     def _pair_chunks(self, x: torch.Tensor, y: torch.Tensor, *, input_affine: tuple[float, float] | None = None,
                      numpy: bool = False):
         """Yield ``(normalised taps of one side, taps of the other, input size, raw)`` over chunks of
-        pairs sized by :meth:`images_per_batch` (both sides of a chunk in one backbone batch when
+        pairs sized by :meth:`images_per_batch` (the batch measured fastest on this host for
+        this many images, :mod:`lpips_core.batching`; both sides of a chunk in one backbone batch when
         two images fit). ``raw``: the other side's taps are not normalised yet (else they are,
         together with the first side's, in one pass over the batch); either way they are
         transient. The squared difference is symmetric, so a batch of 1 on either side is the
@@ -351,17 +411,19 @@ class LPIPSBase(LearnedMetric):
         x, y = self._check_input(x, "x"), self._check_input(y, "y")
         self._check_sizes(x, y)
         size = (x.shape[-2], x.shape[-1])
-        per = self.images_per_batch(*size)
+        # images through the backbone in chunks: both sides of equal batches, else the many side
+        images = x.shape[0] + y.shape[0] if x.shape[0] == y.shape[0] else max(x.shape[0], y.shape[0])
+        per = self.images_per_batch(*size, images=images)
         if x.shape[0] != y.shape[0]:
             one, many = (x, y) if x.shape[0] == 1 else (y, x)
-            f_one = prepare(self._backbone_taps(self._scaled(one, input_affine)))
+            f_one = prepare(self._backbone_taps(self._scaled(one, input_affine, numpy=numpy)))
             for chunk in many.split(per):
-                yield f_one, self._backbone_taps(self._scaled(chunk, input_affine)), size, True
+                yield f_one, self._backbone_taps(self._scaled(chunk, input_affine, numpy=numpy)), size, True
             return
         if per < 2:
             for xc, yc in zip(x.split(1), y.split(1)):
-                fx = prepare(self._backbone_taps(self._scaled(xc, input_affine)))
-                yield fx, self._backbone_taps(self._scaled(yc, input_affine)), size, True
+                fx = prepare(self._backbone_taps(self._scaled(xc, input_affine, numpy=numpy)))
+                yield fx, self._backbone_taps(self._scaled(yc, input_affine, numpy=numpy)), size, True
             return
         for xc, yc in zip(x.split(per // 2), y.split(per // 2)):
             taps = self._backbone_taps(self._pair_input(xc, yc, input_affine, numpy=numpy))

@@ -43,6 +43,8 @@ from typing import Callable, ClassVar, Mapping, Sequence
 import torch
 from torch import nn
 
+from . import batching
+
 __all__ = [
     "DEFAULT_CACHE_MB",
     "DEFAULT_TOTAL_CACHE_MB",
@@ -541,16 +543,46 @@ class LearnedMetric(nn.Module):
         self._check_pair(fx, fy)
         return self._result(*self._terms(fx.maps, fy.maps, spatial=self._spatial(spatial), size=fx.input_size))
 
-    def images_per_batch(self, height: int, width: int) -> int:
-        """How many ``height × width`` images go through the network together: as many as keep
-        the first stage's activations (64 float32 channels at the network's first stride) within a
-        budget — 12 MB on a CPU, where bigger batches ran slower per image once they outgrew the
-        caches (measured on 2 cores: VGG16 at 256 px 240/253/308 ms per image for batches of
-        1/2/4; AlexNet at 512 px 52/47/53), and 2 GB on a GPU."""
+    def images_per_batch(self, height: int, width: int, *, images: int | None = None) -> int:
+        """How many ``height × width`` images go through the network together.
+
+        A CPU call with ``images`` (how many images it runs) of at least
+        :data:`~lpips_core.batching.MIN_IMAGES` gets the batch size measured fastest per image on
+        this host, among those the call can use (:mod:`lpips_core.batching`: measured once per
+        host, backbone, thread count and size, and kept). Otherwise (a GPU, a single pair,
+        ``images`` not given, calibration off) the memory rule :meth:`_batch_rule` decides.
+        """
+        rule = self._batch_rule(height, width)
+        if images is None or images < batching.MIN_IMAGES or self.device.type != "cpu" or not batching.calibrated():
+            return rule
+        cap = min(images, max(1, batching.CPU_CAP_BYTES // self._first_stage_bytes(height, width)))
+        if cap < 2:
+            return 1
+        from .backbones import nnpack_conv
+
+        key = batching.case_key(
+            f"{self.metric}-{self.net} {str(self.dtype).removeprefix('torch.')}", height, width,
+            threads=torch.get_num_threads(), nnpack=nnpack_conv(torch.empty(0, dtype=self.dtype, device=self.device)),
+            layout="channels-last" if self.channels_last_on_cpu else "nchw")
+
+        def run(b: int) -> None:
+            with torch.inference_mode():
+                self._run(torch.rand(b, 3, height, width, dtype=self.dtype, device=self.device))
+
+        return batching.fastest_batch(key, cap, run)
+
+    def _first_stage_bytes(self, height: int, width: int) -> int:
+        """Bytes of one image's first-stage activations (64 channels at the network's first stride)."""
         stride = getattr(getattr(self, "backbone", None), "first_stride", 1)
-        per_image = 64 * 4 * -(-height // stride) * -(-width // stride)
+        return 64 * self.dtype.itemsize * -(-height // stride) * -(-width // stride)
+
+    def _batch_rule(self, height: int, width: int) -> int:
+        """The memory rule: as many images as keep the first stage's activations within a budget —
+        12 MB on a CPU (where a host with few cache ran bigger batches slower per image: on 2 AVX2
+        cores, VGG16 at 256 px 240/253/308 ms per image for batches of 1/2/4; AlexNet at 512 px
+        52/47/53), and 2 GB on a GPU."""
         budget = (12 << 20) if self.device.type == "cpu" else (2 << 30)
-        return max(1, budget // per_image)
+        return max(1, budget // self._first_stage_bytes(height, width))
 
     def _check_sizes(self, x: torch.Tensor, y: torch.Tensor) -> None:
         if x.shape[-2:] != y.shape[-2:]:
@@ -562,7 +594,8 @@ class LearnedMetric(nn.Module):
         """Generic pair path: both sides' features in one batch when they fit, then the terms."""
         x, y = self._check_input(x, "x"), self._check_input(y, "y")
         self._check_sizes(x, y)
-        if x.shape[0] == y.shape[0] and 2 * x.shape[0] <= max(2, self.images_per_batch(*x.shape[-2:])):
+        per = self.images_per_batch(*x.shape[-2:], images=2 * x.shape[0])
+        if x.shape[0] == y.shape[0] and 2 * x.shape[0] <= max(2, per):
             both = self._features(torch.cat([x, y]))
             n = x.shape[0]
             fx, fy = both[:n], both[n:]
@@ -593,7 +626,7 @@ class LearnedMetric(nn.Module):
 
         The reference's features come from :meth:`reference_features` (cached; ``keep_reference``
         is its ``keep``); the others go through the network in batches of ``chunk`` (default:
-        :meth:`images_per_batch`).
+        :meth:`images_per_batch` for this many images).
         """
         spatial = self._spatial(spatial)
         if not isinstance(reference, torch.Tensor) or reference.ndim != 4 or reference.shape[0] != 1:
@@ -603,7 +636,7 @@ class LearnedMetric(nn.Module):
         if others.shape[-2:] != reference.shape[-2:]:
             raise ValueError(f"others must match the reference size {tuple(reference.shape[-2:])}, got {tuple(others.shape)}")
         if chunk is None:
-            chunk = self.images_per_batch(others.shape[-2], others.shape[-1])
+            chunk = self.images_per_batch(others.shape[-2], others.shape[-1], images=others.shape[0])
         parts = [self._result(*self._batch_terms(fr, o, spatial=spatial)) for o in others.split(chunk)]
         return parts[0] if len(parts) == 1 else MetricResult.cat(parts)
 

@@ -7,7 +7,9 @@ Both paths do the least network work the answer needs:
   all other images in one batch.
 - :func:`conventions_grid` evaluates, per backbone and size, every input variant of the pair in
   one batch for the v0.1 model and one for v0.0; the uncalibrated baseline reuses the v0.1
-  features (lin and baseline differ only in the channel weights), so it costs no forward pass.
+  features (lin and baseline differ only in the channel weights), so it costs no forward pass;
+  a size the image already has (``256`` beside ``native`` for a 256 px image) reuses the native
+  size's values (the same inputs: the same numbers).
 """
 
 from __future__ import annotations
@@ -19,8 +21,8 @@ import numpy as np
 import torch
 
 from . import metric_registry
-from .conventions import CONVENTIONS, apply_convention, resize, to_gray, to_input, to_tensor
-from .model import LPIPS
+from .conventions import CONVENTIONS, LUMA, apply_convention, parse_size, resize, to_gray, to_input, to_tensor
+from .model import LPIPS, _numpy_head
 from .protocol import LearnedMetric, MetricResult
 
 __all__ = [
@@ -275,18 +277,24 @@ def conventions_grid(
     if unknown:
         raise ValueError(f"unknown variants {unknown}; valid: {VARIANTS}")
     variants = list(dict.fromkeys(["[-1,1]", *variants]))
+    pair01 = (to_tensor(ref), to_tensor(dist))  # checked and converted once, resized per size
     steps = len(nets) * len(sizes)
     cells: list[GridCell] = []
     done = 0
+    native = tuple(pair01[0].shape[-2:])
     for net in nets:
         models = {ver: get_model(net, ver) for ver in {_VARIANT_CONFIG[v][1] for v in variants}}
+        by_shape: dict[tuple[int, int], dict[str, float]] = {}  # a size equal to another (native) is computed once
         for size in sizes:
             done += 1
             if any(m is None for m in models.values()):
                 if progress:
                     progress(done / steps, f"{net}: unavailable")
                 continue
-            values = _grid_values(ref, dist, models, variants, size)
+            shape = parse_size(size, native)
+            if shape not in by_shape:
+                by_shape[shape] = _grid_values(pair01, models, variants, size)
+            values = by_shape[shape]
             base = values["[-1,1]"]
             for v in variants:
                 cells.append(GridCell(
@@ -298,17 +306,49 @@ def conventions_grid(
     return cells
 
 
-def _grid_values(ref, dist, models: dict[str, LPIPS], variants, size) -> dict[str, float]:
+_CONVENTION_AFFINE = {"[-1,1]": (2.0, -1.0), "[0,1]": None, "[0,255]": (255.0, None)}
+_LUMA = np.asarray(LUMA, dtype=np.float32).reshape(1, 3, 1, 1)
+
+
+def _variant_inputs(x01: torch.Tensor, keys: Sequence[tuple[str, bool]], numpy: bool) -> torch.Tensor:
+    """``(1, 3, H, W)`` in ``[0, 1]`` → ``(len(keys), 3, H, W)``: the image under each (convention,
+    grayscale) of ``keys``, as ``apply_convention(to_gray(x) if gray else x, convention)``.
+
+    With ``numpy`` (a CPU model whose head runs in NumPy, see ``lpips_core.model._numpy_head``)
+    the same float32 operations in the same order run in NumPy on one thread, giving the same
+    bits: each of these small passes was a fork/join of two OpenMP threads in PyTorch, which
+    waits whenever another process holds a core."""
+    if not numpy:
+        return torch.cat([apply_convention(to_gray(x01) if g else x01, c) for c, g in keys])
+    x = np.ascontiguousarray(x01.numpy())  # to_tensor's permuted view: one copy, then contiguous passes
+    gray = None
+    out = np.empty((len(keys), *x.shape[1:]), dtype=np.float32)
+    for i, (conv, g) in enumerate(keys):
+        if g and gray is None:  # BT.601 luma: the channels weighted, then summed in order
+            gray = np.add.reduce(x * _LUMA, axis=1, keepdims=True)
+        src = gray if g else x
+        affine = _CONVENTION_AFFINE[conv]
+        if affine is None:
+            out[i] = src[0]
+            continue
+        np.multiply(src[0], np.float32(affine[0]), out=out[i])
+        if affine[1] is not None:
+            np.add(out[i], np.float32(affine[1]), out=out[i])
+    return torch.from_numpy(out)
+
+
+def _grid_values(pair01, models: dict[str, LPIPS], variants, size) -> dict[str, float]:
     values: dict[str, float] = {}
     # each image resized once; conventions and grayscale are cheap maps of the resized [0, 1] image
-    pair01 = [resize(to_tensor(img), size) for img in (ref, dist)]
+    pair01 = [resize(t, size) for t in pair01]
     for version, model in models.items():
         keys = _feature_keys(variants, version)
-        xs, ys = ([apply_convention(to_gray(t) if g else t, c) for c, g in keys] for t in pair01)
+        numpy = _numpy_head(model.device)
+        xs, ys = (_variant_inputs(t, keys, numpy) for t in pair01)
         # one backbone batch; lin and baseline both come from the per-channel terms
         if model.channel_weights is None:
             raise ValueError("conventions_grid needs get_model to return lin models (lin=True)")
-        terms = model.pair_channel_terms(torch.cat(xs), torch.cat(ys))
+        terms = model.pair_channel_terms(xs, ys)
         lin = sum(t @ w.cpu() for t, w in zip(terms, model.channel_weights))
         base = sum(t.sum(1) for t in terms)
         for v in variants:

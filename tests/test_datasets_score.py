@@ -267,6 +267,29 @@ def test_fused_input_and_numpy_head_equal_the_plain_path(monkeypatch):
                 torch.testing.assert_close(f, p, rtol=1e-5, atol=1e-7)
 
 
+def test_each_pass_asks_for_the_batch_of_the_images_it_runs(folders, monkeypatch):
+    """The network passes of a block ask ``images_per_batch`` for the bucket's images (both sides
+    of its pairs), so a batch measured fastest for that many images (``lpips_core.batching``) is
+    used; a DISTS pass then compares the bucket in chunks of that many images."""
+    sc = Scorer(["lpips", "dists"], device="cpu")
+    asked = {}
+    for spec in sc.specs:
+        model = sc.model(spec)
+        real = model.images_per_batch
+
+        def spy(h, w, *, images=None, real=real, name=spec.metric):
+            asked.setdefault(name, []).append((h, w, images))
+            return real(h, w, images=images)
+
+        monkeypatch.setattr(model, "images_per_batch", spy)
+    res = score_pairs(match_folders(*folders), scorer=sc, batch_size=4, workers=0)
+    assert [r["key"] for r in res.rows if r["error_kind"]] == []
+    # blocks of 4 pairs: p00 p02 p03 p05 (64 px) | p06 sub/p07 (48 x 56) + sub/p01 sub/p04 (64 px)
+    assert asked["lpips"] == [(64, 64, 8), (48, 56, 4), (64, 64, 4)]
+    dists = asked["dists"]
+    assert dists[0] == (64, 64, 8) and (48, 56, 4) in dists and (64, 64, 4) in dists
+
+
 def test_scoring_lanes_give_the_rows_of_one_process(broken):
     """Two lanes (worker processes that decode and score whole blocks, one torch thread each) give
     the rows of scoring in this process: the same errors, the same values (±1e-6)."""

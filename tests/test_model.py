@@ -210,7 +210,7 @@ def test_batching_choice_does_not_change_results(alex, monkeypatch, per):
     ys = torch.cat([to_input(_pair(64, 64, seed=s)[1]) for s in (11, 12, 13)])
     want = alex.compare(xs, ys)
     want_channels = alex.pair_channel_terms(xs, ys)
-    monkeypatch.setattr(alex, "images_per_batch", lambda h, w: per)
+    monkeypatch.setattr(alex, "images_per_batch", lambda h, w, images=None: per)
     got = alex.compare(xs, ys)
     np.testing.assert_allclose(got.total, want.total, atol=1e-6)
     np.testing.assert_allclose(got.layer_maps, want.layer_maps, atol=1e-6)
@@ -222,15 +222,22 @@ def test_batching_choice_does_not_change_results(alex, monkeypatch, per):
     np.testing.assert_allclose(alex.compare_batch(xs[:1], ys).total, alex.compare(xs[:1], ys).total, atol=1e-6)
 
 
-def test_numpy_head_pair_by_pair_gives_the_bits_of_the_whole_chunk():
+@pytest.mark.parametrize("whole_chunk_bytes", [0, 512 << 10, 1 << 40])
+@pytest.mark.parametrize("layout", ["nchw", "channels-last"])
+def test_numpy_head_pair_by_pair_gives_the_bits_of_the_whole_chunk(monkeypatch, whole_chunk_bytes, layout):
     """The NumPy head normalises a chunk whose two sides share one backbone batch pair by pair
-    (while each pair's maps are in the cache): the same operations on the same values as
-    normalising the whole chunk first, so the same bits, for maps small and large."""
+    (while each pair's maps are in the cache), or, for small maps, the whole chunk in one go: the
+    same operations on the same values as normalising the whole chunk first, so the same bits,
+    for maps small and large, in both layouts."""
+    import lpips_core.model as model_module
     from lpips_core.model import _np_channel_terms, _np_prepare
 
+    monkeypatch.setattr(model_module, "_NP_WHOLE_CHUNK_BYTES", whole_chunk_bytes)
     gen = torch.Generator().manual_seed(3)
     shapes = [(6, 64, 31, 29), (6, 192, 15, 15), (6, 8, 3, 2)]
-    taps = [torch.rand(s, generator=gen).sub_(0.4).clamp_(min=0) for s in shapes]  # ReLU-like, with zeros
+    fmt = torch.channels_last if layout == "channels-last" else torch.contiguous_format
+    taps = [torch.rand(s, generator=gen).sub_(0.4).clamp_(min=0).contiguous(memory_format=fmt)
+            for s in shapes]  # ReLU-like, with zeros
     whole = _np_prepare([t.clone() for t in taps])
     want = _np_channel_terms([t[:3] for t in whole], [t[3:] for t in whole], False)
     raw = [t.clone() for t in taps]

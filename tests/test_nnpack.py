@@ -30,6 +30,13 @@ pytestmark = pytest.mark.skipif(not torch.backends.nnpack.is_available(),
                                 reason="this PyTorch build has no NNPACK: the oneDNN path is the only one")
 
 
+@pytest.fixture(autouse=True)
+def memory_rule_batches(monkeypatch):
+    """Batches by the memory rule, not measured (``lpips_core.batching``): the NNPACK calls counted
+    here are the pass's own, in batches these tests know."""
+    monkeypatch.setenv("LPIPS_EXPLORER_BATCH_TABLE", "off")
+
+
 @pytest.fixture
 def one_thread():
     before = torch.get_num_threads()

@@ -77,6 +77,53 @@ def test_grid_equals_separate_models(models, pair):
     assert rows[0]["backbone"] == "alex" and rows[0]["size"] == "native" and rows[0]["ratio_to_reference"] == 1.0
 
 
+def test_grid_inputs_and_scaling_in_numpy_give_the_bits_of_pytorch(models, pair, monkeypatch):
+    """Where the head runs in NumPy (a CPU on at most two torch threads) the grid also maps its
+    inputs there (conventions, grayscale, the scaling layer): the same float32 operations in the
+    same order, so the same bits as PyTorch's; the whole grid agrees with the PyTorch head's
+    within 1e-6 (relative)."""
+    import lpips_core.model as model_module
+    import lpips_core.sweeps as sweeps_module
+    from lpips_core.conventions import resize, to_tensor
+
+    ref, dist = pair
+    keys = sweeps_module._feature_keys(VARIANTS, "0.1")
+    for size in (None, 64, 131):
+        t = resize(to_tensor(ref), size)
+        assert torch.equal(sweeps_module._variant_inputs(t, keys, True), sweeps_module._variant_inputs(t, keys, False))
+        x = sweeps_module._variant_inputs(t, keys, False)
+        for m in (models[("0.1", True)], models[("0.0", True)]):
+            assert torch.equal(m._scaled(x, None, numpy=True), m._scaled(x, None))
+            assert torch.equal(m._pair_input(x, x.flip(0), None, numpy=True), m._pair_input(x, x.flip(0), None))
+    grid = {}
+    for numpy in (True, False):
+        monkeypatch.setattr(model_module, "_numpy_head", lambda device, on=numpy: on)
+        monkeypatch.setattr(sweeps_module, "_numpy_head", lambda device, on=numpy: on)
+        cells = conventions_grid(ref, dist, get_model=lambda net, v: models[(v, True)], nets=("alex",),
+                                 sizes=(None, 64))
+        grid[numpy] = [c.value for c in cells]
+    np.testing.assert_allclose(grid[True], grid[False], rtol=1e-6, atol=0)  # NumPy vs PyTorch head
+
+
+def test_grid_computes_a_size_equal_to_the_native_one_once(models, pair, monkeypatch):
+    """A 96 px pair at sizes native, 64 and 96: the 96 px cells are the native ones (the same
+    inputs), computed once; every cell equals the one a grid of that size alone gives."""
+    import lpips_core.sweeps as sweeps_module
+
+    ref, dist = pair
+    get = lambda net, v: models[(v, True)]  # noqa: E731
+    calls = []
+    real = sweeps_module._grid_values
+    monkeypatch.setattr(sweeps_module, "_grid_values", lambda *a: calls.append(a[3]) or real(*a))
+    cells = conventions_grid(ref, dist, get_model=get, nets=("alex",), sizes=(None, 64, 96))
+    assert calls == [None, 64]
+    by = {(c.size_label, c.variant): c.value for c in cells}
+    for v in VARIANTS:
+        assert by[("96×96", v)] == by[("native", v)]
+    alone = conventions_grid(ref, dist, get_model=get, nets=("alex",), sizes=(96,))
+    assert [c.value for c in alone] == [by[("96×96", c.variant)] for c in alone]
+
+
 def test_grid_rejects_unknown_variant(pair):
     with pytest.raises(ValueError, match="unknown variants"):
         conventions_grid(*pair, get_model=lambda n, v: None, variants=("[-1,1]", "sRGB"))

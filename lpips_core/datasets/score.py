@@ -6,7 +6,8 @@ How the work is organised (the same on a CPU and a GPU):
    unit of decoding, bucketing, writing, resuming and sharding. A pair's block never depends
    on which other pairs are done or on the shard, so every pair is computed in the same
    network batches in one run, a resumed run and a sharded run: the tables agree bit for bit
-   when the networks run on the same kernels. (A process on one torch thread — a scoring lane,
+   when the networks run on the same kernels (and the batch sizes come from the host's table
+   of measured batch sizes, :mod:`lpips_core.batching`). (A process on one torch thread — a scoring lane,
    a Ray actor, a one-CPU job — runs the large convolutions on NNPACK, one on more threads on
    oneDNN: those two agree within ~1e-7, not to the bit.)
 2. A ``DataLoader`` decodes blocks in worker processes (:mod:`~lpips_core.datasets.loader`),
@@ -164,7 +165,7 @@ class Scorer:
                 else:
                     out[s.name] = sum(t.sum(1) for t in terms)
             return out
-        step = max(1, model.images_per_batch(x.shape[-2], x.shape[-1]) // 2)
+        step = max(1, model.images_per_batch(x.shape[-2], x.shape[-1], images=2 * x.shape[0]) // 2)
         total = torch.cat([model.compare(xc, yc, spatial=False).total for xc, yc in zip(x.split(step), y.split(step))])
         return {s.name: total for s in specs}
 
