@@ -17,6 +17,7 @@ from lpips_core.images import load_image
 
 BLUR_KEY, FOOL_KEY = "lal_blur", "lal_fool"
 KEEP = 4  # results kept per experiment in this session
+ELPIPS_LABEL = "ELPIPS · VGG16"  # E-LPIPS's transformations on LPIPS-VGG (the info box says what it is)
 MSE_REACHED = 1e-2  # MSE's result within this of the mean of the copies (max per pixel): the answer is reached
 
 
@@ -75,8 +76,11 @@ def _caption(label: str, run) -> str:
 
 def _gallery(panels: list[tuple[str, np.ndarray]]) -> None:
     """The images in a row that wraps, each enlarged to at least 192 px by whole-pixel repetition
-    (nearest neighbour: the browser does not smooth the blur away)."""
-    st.image([enlarge(np.clip(img, 0, 1)) for _, img in panels], caption=[c for c, _ in panels])
+    and shown at exactly that width (nearest neighbour: the browser does not smooth the blur away)."""
+    with st.container(horizontal=True, gap="small"):
+        for caption, img in panels:
+            big = enlarge(np.clip(img, 0, 1))
+            st.image(big, caption=caption, width=big.shape[1])
 
 
 def _budget(result, what: str) -> None:
@@ -135,7 +139,8 @@ with st.expander("Settings", expanded=False):
     copies = c2.slider("Shifted copies K", 2, 16, b["copies"], key="lal_blur_copies")
     max_shift = c3.slider("Largest shift s (px)", 1, 8, b["max_shift"], key="lal_blur_shift")
     c4, c5, c6 = st.columns(3)
-    steps = c4.number_input("Steps, the same for every loss", 1, 1000, b["steps"], key="lal_blur_steps")
+    steps = c4.number_input("Steps per loss", 1, 1000, b["steps"], key="lal_blur_steps",
+                            help="Every loss takes this many Adam steps.")
     seconds = c5.number_input("Time limit, all losses (s)", 1.0, 600.0, float(b["max_seconds"]), 10.0,
                               key="lal_blur_seconds",
                               help="A safety stop. The losses step in turn, so if it is reached every loss has "
@@ -189,7 +194,8 @@ else:
         st.plotly_chart(loss_curves(curves), key="lal_blur_curves")
     st.plotly_chart(sharpness_bars({"mean of the copies": blur.mean_sharpness,
                                     **{k: r.sharpness for k, r in runs.items()}}), key="lal_blur_sharpness")
-    st.caption(f"Images at {blur.settings['size']} px, shown enlarged by whole pixels · shifts (dy, dx): "
+    side = blur.settings["size"]
+    st.caption(f"Images of {side}×{side} px (W×H), shown enlarged by whole pixels · shifts (dy, dx): "
                f"{blur.shifts} · seed {blur.settings['seed']} · Adam, learning rate from {blur.settings['lr']:g} "
                "to 0 on a cosine of the step number, image clamped to [0, 1] · each loss in its own input "
                "convention · sharpness: mean square of the Laplacian ÷ the reference's.")
@@ -221,7 +227,7 @@ f = lab["fooling"]
 vgg = models.get("LPIPS · VGG16")
 fool_models = {"LPIPS · VGG16": vgg, "LPIPS · AlexNet": models.get("LPIPS · AlexNet")}
 if vgg is not None:
-    fool_models["ELPIPS (E-LPIPS transforms on LPIPS-VGG)"] = "elpips"
+    fool_models[ELPIPS_LABEL] = "elpips"
 fool_models = {k: m for k, m in fool_models.items() if m is not None}
 names = ui.sample_names()
 with st.expander("Settings", expanded=False):
@@ -232,7 +238,8 @@ with st.expander("Settings", expanded=False):
                            key="lal_fool_eps")
     fsize = c3.select_slider("Working size (px)", [48, 64, 96, 128], value=f["size"], key="lal_fool_size")
     c4, c5, c6 = st.columns(3)
-    fsteps = c4.number_input("Steps, the same for every metric", 1, 2000, f["steps"], key="lal_fool_steps")
+    fsteps = c4.number_input("Steps per metric", 1, 2000, f["steps"], key="lal_fool_steps",
+                             help="Every metric takes this many steps.")
     fseconds = c5.number_input("Time limit, all metrics (s)", 1.0, 600.0, float(f["max_seconds"]), 10.0,
                                key="lal_fool_seconds",
                                help="A safety stop. The metrics step in turn, so if it is reached every metric "
@@ -274,19 +281,18 @@ else:
                for label, run in fool.runs.items()]
     _gallery(panels)
     st.dataframe(pd.DataFrame([
-        {"metric": label, "RMS distance to source": run.l2, "÷ ε": run.ratio, "metric's distance": run.distance,
-         "± (std. error)": run.distance_stderr, "pulled back to": run.pullback, "steps": run.steps,
-         "seconds": run.seconds}
+        {"metric": label, "steps": run.steps, "RMS to source": run.l2, "÷ ε": run.ratio, "metric's d": run.distance,
+         "± (s.e.)": run.distance_stderr, "pulled back to": run.pullback}
         for label, run in fool.runs.items()]), hide_index=True, key="lal_fool_table",
         column_config={c: st.column_config.NumberColumn(format="%.4g")
-                       for c in ("RMS distance to source", "÷ ε", "metric's distance", "± (std. error)",
-                                 "pulled back to", "seconds")})
+                       for c in ("RMS to source", "÷ ε", "metric's d", "± (s.e.)", "pulled back to")})
     published = {"LPIPS-VGG (paper)": loss_lab.PUBLISHED_FOOLING["LPIPS-VGG"],
                  "E-LPIPS (paper)": loss_lab.PUBLISHED_FOOLING["E-LPIPS"]}
     st.plotly_chart(fooling_ratios({k: r.ratio for k, r in fool.runs.items()}, published), key="lal_fool_ratios")
     if any(r.distances for r in fool.runs.values()):
         st.plotly_chart(fooling_curves({k: (r.distances, r.l2s) for k, r in fool.runs.items()}, fool.eps),
                         key="lal_fool_curves")
-    st.caption(f"Source to target: RMS {fool.source_to_target:.3f} · ε = {fool.eps:g} · "
-               f"{fool.settings['size']} px, shown enlarged by whole pixels · seed {fool.settings['seed']} · "
+    fside = fool.settings["size"]
+    st.caption(f"Source to target: RMS {fool.source_to_target:.3f} · ε = {fool.eps:g} · images of "
+               f"{fside}×{fside} px (W×H), shown enlarged by whole pixels · seed {fool.settings['seed']} · "
                "step size on a cosine of the step number · RMS distance on the 0–1 pixel scale.")

@@ -120,7 +120,8 @@ def main(argv: list[str] | None = None) -> int:
     for k, c in result["blur_step"].items():
         r = result["blur_wall"]["runs"][k]
         print(f"  {k:20s} set-up {c['setup_s']:6.2f} s  step {c['step_s'] * 1000:7.1f} ms  "
-              f"loss {r['first']:.4f} -> {r['last']:.4f} ({r['last'] / r['first']:.3f})  sharpness {r['sharpness']:.3g}")
+              f"loss {r['first']:.4f} -> {r['last']:.4f} ({r['last'] / r['first']:.3f})  "
+              f"sharpness {r['sharpness']:.3g}")
     print(f"  whole experiment: {result['blur_wall']['seconds']:.1f} s")
     print(f"fooling at {d['fooling']['size']} px, {d['fooling']['steps']} steps per metric:")
     for k, c in result["fooling_step"].items():

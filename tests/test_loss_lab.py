@@ -115,19 +115,31 @@ def test_mse_reaches_the_mean_of_the_copies_with_the_default_budget(photo):
 
 
 @pytest.mark.slow
-def test_lpips_vgg_keeps_more_high_frequency_energy_than_mse(photo):
-    """Same start, same budget (the defaults, no time limit): LPIPS-VGG's result has far more
-    high-frequency energy than MSE's blur. Measured on this photo: VGG 3.60 × the reference's,
-    MSE 0.124 × (a margin of 29×); asserted: more than 10×."""
-    vgg = LPIPS("vgg")
+def test_vgg16_and_dists_converge_and_stay_sharp_at_the_cpu_defaults(cat):
+    """The CPU defaults (96 px, 8 copies, ±4 px, 60 steps per loss) on the app's default
+    reference: MSE, LPIPS-VGG16 and DISTS take the same 60 steps; the two slow losses fall to well
+    under half their start and flatten out (the learning rate anneals to 0; the last 6 steps
+    remove under 3 % of the fall); their results keep far more high-frequency energy than MSE's
+    blur. Measured on one thread: VGG16 0.607 → 0.207 (a 120-step run reaches 0.192: 60 steps
+    make 96 % of its fall), DISTS 0.445 → 0.142 (120 steps: 0.124, 94 %); sharpness VGG16 10.1,
+    DISTS 17.5, MSE 0.111 × the reference's. On two threads (the full tier) DISTS reached 0.135,
+    sharpness 17.0: the optimisation amplifies float rounding, so only bounds are asserted."""
     d = L.defaults("cpu")["blur"]
-    res = L.mse_blur_experiment(photo, {"LPIPS · VGG16": vgg}, **{**d, "max_seconds": None})
-    v, m = res.runs["LPIPS · VGG16"], res.runs[L.MSE_LABEL]
-    assert v.steps == m.steps == d["steps"]
-    assert v.sharpness > 10 * m.sharpness, (v.sharpness, m.sharpness)
-    assert v.losses[-1] < v.losses[0]
-    assert res.mse_gap < 1e-3
-    print(f"sharpness: LPIPS-VGG {v.sharpness:.3f}, MSE {m.sharpness:.3f}, mean {res.mean_sharpness:.3f}")
+    models = {"LPIPS · VGG16": LPIPS("vgg"), "DISTS": metric_registry.build("dists")}
+    res = L.mse_blur_experiment(cat, models, **{**d, "max_seconds": None})
+    assert res.steps == {"MSE": 60, "LPIPS · VGG16": 60, "DISTS": 60}
+    mse = res.runs[L.MSE_LABEL]
+    for label in models:
+        run = res.runs[label]
+        losses = run.losses
+        fall = losses[0] - min(losses)
+        late = losses[-7] - losses[-1]
+        print(f"{label}: {losses[0]:.4f} -> {losses[-1]:.4f}, last 6 steps {late / fall:.2%} of the fall, "
+              f"sharpness {run.sharpness:.3g} (MSE {mse.sharpness:.3g})")
+        assert losses[-1] < 0.5 * losses[0]
+        assert late < 0.03 * fall
+        assert run.sharpness > 10 * mse.sharpness
+    assert res.mse_gap < 1e-4
 
 
 def test_learned_loss_runs_in_its_own_convention(photo, alex):
@@ -337,13 +349,14 @@ def test_fooling_numbers_do_not_depend_on_the_time_used(photo, cat, alex, monkey
 @pytest.mark.slow
 def test_lpips_vgg_lets_the_image_move_further_than_elpips(photo, cat):
     """Kettunen et al.'s direction at the same ε = 0.05 (astronaut → chelsea, 48 px, the default
-    60 projected steps, no time limit): LPIPS-VGG lets the image move further in pixels than the
-    transform-ensembled ELPIPS. Measured: VGG 3.14 × ε, ELPIPS 1.86 × ε (paper: 16.2 and 3.0 with
-    a far longer attack and their own ℓ2 scale)."""
+    100 projected steps per metric, no time limit): LPIPS-VGG lets the image move further in
+    pixels than the transform-ensembled ELPIPS. Measured: VGG 3.33 × ε, ELPIPS 2.00 × ε (paper:
+    16.2 and 3.0 with a far longer attack and their own ℓ2 scale)."""
     vgg = LPIPS("vgg")
     d = {**L.defaults("cpu")["fooling"], "size": 48, "max_seconds": None}
     res = L.fooling_experiment(photo, cat, {"vgg": vgg, "elpips": ELPIPS(vgg)}, **d)
     v, e = res.runs["vgg"], res.runs["elpips"]
+    assert res.steps == {"vgg": 100, "elpips": 100}
     print(f"ratios: LPIPS-VGG {v.ratio:.2f}, ELPIPS {e.ratio:.2f}")
     assert v.l2 > e.l2 and v.ratio > 1.3 * e.ratio
     assert v.distance <= 0.05 and e.distance <= 0.05 and e.distance_stderr > 0

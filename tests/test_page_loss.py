@@ -88,8 +88,8 @@ def test_fooling_runs_and_stop_discards(app):
     df = frame(at, "÷ ε")
     assert list(df["steps"]) == [2, 2]
     got = row(df, "metric", "LPIPS · AlexNet")
-    assert got["metric's distance"] <= 0.05 + 1e-9
-    assert got["÷ ε"] == pytest.approx(got["RMS distance to source"] / 0.05, rel=1e-6)
+    assert got["metric's d"] <= 0.05 + 1e-9
+    assert got["÷ ε"] == pytest.approx(got["RMS to source"] / 0.05, rel=1e-6)
     assert any("not the published E-LPIPS" in i.value for i in at.info)
     _clean(at.button(key="lal_fool_stop").click().run())
     assert any("Stopped" in i.value for i in at.info)

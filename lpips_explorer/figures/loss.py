@@ -117,7 +117,8 @@ def fooling_curves(runs: Mapping[str, tuple[Sequence[float], Sequence[float]]], 
                                  showlegend=False, line=dict(color=color)), row=2, col=1)
     fig.add_hline(y=float(eps), line_dash="dash", annotation_text="ε", row=1, col=1)
     fig.update_xaxes(title_text="step", row=2, col=1)
-    fig.update_layout(height=480, margin=dict(t=50, b=40, l=60, r=20))
+    fig.update_layout(height=500, margin=dict(t=50, b=40, l=60, r=20),
+                      legend=dict(orientation="h", yanchor="top", y=-0.12, x=0))
     return fig
 
 
@@ -136,10 +137,11 @@ def fooling_ratios(ours: Mapping[str, float], published: Mapping[str, tuple[floa
     fig = go.Figure(go.Bar(name="this run", x=list(ours), y=[float(v) for v in ours.values()],
                            text=[f"{float(v):.2f}" for v in ours.values()], textposition="outside"))
     if published:
-        fig.add_trace(go.Bar(name="Kettunen et al. 2019 (their attack and setting)", x=list(published),
+        fig.add_trace(go.Bar(name="Kettunen et al. 2019 (their attack)", x=list(published),
                              y=[m for m, _ in published.values()],
                              error_y=dict(type="data", array=[se for _, se in published.values()]),
-                             text=[f"{m:g}" for m, _ in published.values()], textposition="outside"))
-    fig.update_layout(title="Pixel distance reached ÷ ε", yaxis_title="RMS distance / ε", barmode="group",
-                      height=380, margin=dict(t=50, b=40, l=60, r=20))
+                             text=[f"{m:g} ± {se:g}" for m, se in published.values()], textposition="inside"))
+    fig.update_layout(title="Pixel distance reached ÷ ε", yaxis_title="RMS distance ÷ ε", barmode="group",
+                      height=400, margin=dict(t=50, b=40, l=60, r=20),
+                      legend=dict(yanchor="top", y=0.99, x=0.01, bgcolor="rgba(255,255,255,0.8)"))
     return fig
