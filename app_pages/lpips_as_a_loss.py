@@ -105,8 +105,9 @@ lab = loss_lab.defaults(device)
 ref, ref_name = ui.reference()
 st.caption(f"Reference: {ui.md_escape(ref_name)} (sidebar) · device: {device} · defaults for a "
            f"{'CPU' if device == 'cpu' else 'GPU'}: images and step counts sized so that each experiment "
-           f"finishes within a minute on a 2-core CPU; a time limit ({lab['blur']['max_seconds']:g} s) stops "
-           "a run that would take far longer.")
+           f"finishes within a minute on an idle 2-core CPU. A time limit ({lab['blur']['max_seconds']:g} s) is the "
+           "safety stop: if a busy machine reaches it, every loss has taken the same number of steps and the "
+           "result says how many.")
 
 # ----------------------------------------------------------------- 1. why MSE blurs
 st.header("Why MSE training blurs")
