@@ -10,7 +10,7 @@
 **Equal budgets.** Every loss (every attacked metric) takes the same number of steps,
 ``steps``. The losses step in turn: round ``k`` is the ``k``-th step of each loss, one after the
 other. The learning rate (the fooling step size) follows a cosine schedule of the step number
-alone, so a run gives the same numbers on any machine at any load. ``max_seconds`` is a time
+alone, so a run's numbers do not depend on the machine's speed or load. ``max_seconds`` is a time
 limit for the whole experiment (set-up included), a safety stop and not a share: a round starts
 only when the time left holds one more round at the pace so far (and, in the fooling
 experiment, every metric's final check), so when the limit stops an experiment every loss has
