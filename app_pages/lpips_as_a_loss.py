@@ -12,12 +12,13 @@ import ui
 from lpips_explorer import loss_lab
 from lpips_explorer.jobs import JobsBusy
 from lpips_core.elpips import ELPIPS
-from lpips_explorer.figures.loss import fooling_curves, fooling_ratios, loss_curves, sharpness_bars
+from lpips_explorer.figures.loss import enlarge, fooling_curves, fooling_ratios, loss_curves, sharpness_bars
 from lpips_core.images import load_image
 
 BLUR_KEY, FOOL_KEY = "lal_blur", "lal_fool"
 KEEP = 4  # results kept per experiment in this session
-STOP_REASON = {"steps": "its step budget", "time": "its time budget", "cancelled": "Stop"}
+ELPIPS_LABEL = "ELPIPS · VGG16"  # E-LPIPS's transformations on LPIPS-VGG (the info box says what it is)
+MSE_REACHED = 1e-2  # MSE's result within this of the mean of the copies (max per pixel): the answer is reached
 
 
 # --------------------------------------------------------------------------- helpers
@@ -70,7 +71,25 @@ def _sample(name: str, side: int) -> np.ndarray:
 
 
 def _caption(label: str, run) -> str:
-    return f"{label} · {run.steps} steps (stopped by {STOP_REASON[run.stopped]})"
+    return f"{label} · {run.steps} steps"
+
+
+def _gallery(panels: list[tuple[str, np.ndarray]]) -> None:
+    """The images in a row that wraps, each enlarged to at least 192 px by whole-pixel repetition
+    and shown at exactly that width (nearest neighbour: the browser does not smooth the blur away)."""
+    with st.container(horizontal=True, gap="small"):
+        for caption, img in panels:
+            big = enlarge(np.clip(img, 0, 1))
+            st.image(big, caption=caption, width=big.shape[1])
+
+
+def _budget(result, what: str) -> None:
+    """The experiment's budget in words: equal steps, or what the time limit (or Stop) left."""
+    equal, text = loss_lab.budget_text(result, what)
+    if equal:
+        st.success(text, icon=":material/balance:")
+    else:
+        st.warning(text, icon=":material/timer_off:")
 
 
 # --------------------------------------------------------------------------- page
@@ -85,16 +104,19 @@ device = ui.app_config().device
 lab = loss_lab.defaults(device)
 ref, ref_name = ui.reference()
 st.caption(f"Reference: {ui.md_escape(ref_name)} (sidebar) · device: {device} · defaults for a "
-           f"{'CPU' if device == 'cpu' else 'GPU'}: small images and budgets, each run ≤ "
-           f"{lab['blur']['max_seconds']:g} s")
+           f"{'CPU' if device == 'cpu' else 'GPU'}: images and step counts sized so that each experiment "
+           f"finishes within a minute on an idle 2-core CPU. A time limit ({lab['blur']['max_seconds']:g} s) is the "
+           "safety stop: if a busy machine reaches it, every loss has taken the same number of steps and the "
+           "result says how many.")
 
 # ----------------------------------------------------------------- 1. why MSE blurs
 st.header("Why MSE training blurs")
 st.markdown(
     "**What is optimised.** One image, to be as close as possible *on average* to K copies of the "
     "reference shifted by up to ±s px — the situation of a network that must predict an edge whose "
-    "exact position it cannot know. Every loss starts from the same blurred image and runs Adam "
-    "for the same budget.\n\n"
+    "exact position it cannot know. Every loss starts from the same blurred image and takes the "
+    "**same number of Adam steps** (the losses step in turn, the learning rate falls to 0 on a "
+    "schedule of the step number), so the comparison does not depend on how slow a network is.\n\n"
     "**What to look for.** Under MSE the answer is known in closed form: the mean of the copies, a "
     "blur. The optimiser reaches it (the gap is printed below). The deep-feature losses do not "
     "settle for the blur: they put high-frequency detail back — sometimes real edges, sometimes "
@@ -118,9 +140,12 @@ with st.expander("Settings", expanded=False):
     copies = c2.slider("Shifted copies K", 2, 16, b["copies"], key="lal_blur_copies")
     max_shift = c3.slider("Largest shift s (px)", 1, 8, b["max_shift"], key="lal_blur_shift")
     c4, c5, c6 = st.columns(3)
-    steps = c4.number_input("Steps per loss", 1, 1000, b["steps"], key="lal_blur_steps")
-    seconds = c5.number_input("Time budget, all losses (s)", 1.0, 600.0, float(b["max_seconds"]), 5.0,
-                              key="lal_blur_seconds")
+    steps = c4.number_input("Steps per loss", 1, 1000, b["steps"], key="lal_blur_steps",
+                            help="Every loss takes this many Adam steps.")
+    seconds = c5.number_input("Time limit, all losses (s)", 1.0, 600.0, float(b["max_seconds"]), 10.0,
+                              key="lal_blur_seconds",
+                              help="A safety stop. The losses step in turn, so if it is reached every loss has "
+                                   "taken the same number of steps, and the page says how many.")
     seed = c6.number_input("Seed", 0, 10_000, 0, key="lal_blur_seed")
     chosen = st.multiselect("Learned losses (MSE always runs)", list(models), default=list(models),
                             key="lal_blur_losses")
@@ -140,42 +165,50 @@ if _run_buttons(BLUR_KEY):
 
 blur = _stored(BLUR_KEY).get(key)
 if blur is None:
-    st.info("Press **Run** to optimise (about "
-            f"{float(seconds):g} s at most with these settings).", icon=":material/play_arrow:")
+    st.info(f"Press **Run** to optimise: {int(steps)} Adam steps for every loss (time limit "
+            f"{float(seconds):g} s).", icon=":material/play_arrow:")
 else:
     runs = blur.runs
+    _budget(blur, "loss")
     panels = [("reference (unshifted)", blur.reference), ("start (blurred)", blur.start),
               (f"mean of the {len(blur.shifts)} copies", blur.mean)]
     panels += [(_caption(label, run), run.image) for label, run in runs.items()]
-    cols = st.columns(len(panels))
-    for col, (caption, img) in zip(cols, panels):
-        col.image(img, caption=caption, clamp=True, width="stretch")
+    _gallery(panels)
     mse = runs.get(loss_lab.MSE_LABEL)
     if mse is not None:
+        verdict = ("the optimiser found the closed-form answer, a blur" if blur.mse_gap < MSE_REACHED else
+                   "the optimiser has not reached the closed-form answer (a blur) in these steps")
         st.markdown(f"MSE's result differs from the mean of the copies by at most **{blur.mse_gap:.1e}** "
-                    f"per pixel (0–1 scale): the optimiser found the closed-form answer, a blur "
-                    f"(sharpness {blur.mean_sharpness:.3g} of the reference's).")
+                    f"per pixel (0–1 scale): {verdict} (the mean's sharpness: {blur.mean_sharpness:.3g} of "
+                    "the reference's).")
     st.dataframe(pd.DataFrame([
-        {"loss": label, "steps": run.steps, "stopped by": STOP_REASON[run.stopped], "seconds": run.seconds,
+        {"loss": label, "steps": run.steps, "s / step": run.seconds_per_step,
          "first loss": run.losses[0] if run.losses else float("nan"),
-         "last loss": run.losses[-1] if run.losses else float("nan"), "sharpness": run.sharpness}
+         "last loss": run.losses[-1] if run.losses else float("nan"),
+         "last ÷ first": run.losses[-1] / run.losses[0] if run.losses and run.losses[0] else float("nan"),
+         "sharpness": run.sharpness}
         for label, run in runs.items()]), hide_index=True, key="lal_blur_table",
         column_config={c: st.column_config.NumberColumn(format="%.4g")
-                       for c in ("seconds", "first loss", "last loss", "sharpness")})
-    f1, f2 = st.columns(2)
-    f1.plotly_chart(loss_curves({k: r.losses for k, r in runs.items() if r.losses}), key="lal_blur_curves")
-    f2.plotly_chart(sharpness_bars({"mean of the copies": blur.mean_sharpness,
+                       for c in ("s / step", "first loss", "last loss", "last ÷ first", "sharpness")})
+    curves = {k: r.losses for k, r in runs.items() if r.losses}
+    if curves:
+        st.plotly_chart(loss_curves(curves), key="lal_blur_curves")
+    st.plotly_chart(sharpness_bars({"mean of the copies": blur.mean_sharpness,
                                     **{k: r.sharpness for k, r in runs.items()}}), key="lal_blur_sharpness")
-    st.caption(f"Shifts (dy, dx): {blur.shifts} · seed {blur.settings['seed']} · Adam, cosine learning rate "
-               f"from {blur.settings['lr']:g}, image clamped to [0, 1] · each loss in its own input convention.")
+    side = blur.settings["size"]
+    st.caption(f"Images of {side}×{side} px (W×H), shown enlarged by whole pixels · shifts (dy, dx): "
+               f"{blur.shifts} · seed {blur.settings['seed']} · Adam, learning rate from {blur.settings['lr']:g} "
+               "to 0 on a cosine of the step number, image clamped to [0, 1] · each loss in its own input "
+               "convention · sharpness: mean square of the Laplacian ÷ the reference's.")
 
 # ----------------------------------------------------------------- 2. fooling
 st.header("Fooling the metric")
 st.markdown(
     "**What is optimised.** Starting from the reference (the *source*), the image walks toward "
     "another photo (the *target*) while the metric must keep rating it within ε of the source: "
-    "projected steps slide along the boundary d = ε. The result is checked once more at the end "
-    "(and pulled back toward the source if needed).\n\n"
+    "projected steps slide along the boundary d = ε. Every metric takes the **same number of "
+    "steps** (in turn, the step size falling on a schedule of the step number). The result is "
+    "checked once more at the end (and pulled back toward the source if needed).\n\n"
     "**What to look for.** How far the image got in pixels (RMS distance ÷ ε) while the metric "
     "still called it nearly identical. Kettunen, Härkönen and Lehtinen (2019, §3.1, 30 OpenImages "
     "images) reached **16.2 ± 0.8 × ε** for LPIPS-VGG (15.2 ± 0.7 for LPIPS-SqueezeNet) and only "
@@ -195,7 +228,7 @@ f = lab["fooling"]
 vgg = models.get("LPIPS · VGG16")
 fool_models = {"LPIPS · VGG16": vgg, "LPIPS · AlexNet": models.get("LPIPS · AlexNet")}
 if vgg is not None:
-    fool_models["ELPIPS (E-LPIPS transforms on LPIPS-VGG)"] = "elpips"
+    fool_models[ELPIPS_LABEL] = "elpips"
 fool_models = {k: m for k, m in fool_models.items() if m is not None}
 names = ui.sample_names()
 with st.expander("Settings", expanded=False):
@@ -206,9 +239,12 @@ with st.expander("Settings", expanded=False):
                            key="lal_fool_eps")
     fsize = c3.select_slider("Working size (px)", [48, 64, 96, 128], value=f["size"], key="lal_fool_size")
     c4, c5, c6 = st.columns(3)
-    fsteps = c4.number_input("Steps per metric", 1, 2000, f["steps"], key="lal_fool_steps")
-    fseconds = c5.number_input("Time budget, all metrics (s)", 1.0, 600.0, float(f["max_seconds"]), 5.0,
-                               key="lal_fool_seconds")
+    fsteps = c4.number_input("Steps per metric", 1, 2000, f["steps"], key="lal_fool_steps",
+                             help="Every metric takes this many steps.")
+    fseconds = c5.number_input("Time limit, all metrics (s)", 1.0, 600.0, float(f["max_seconds"]), 10.0,
+                               key="lal_fool_seconds",
+                               help="A safety stop. The metrics step in turn, so if it is reached every metric "
+                                    "has taken the same number of steps, and the page says how many.")
     fseed = c6.number_input("Seed", 0, 10_000, 0, key="lal_fool_seed")
     fchosen = st.multiselect("Metrics", list(fool_models), default=list(fool_models), key="lal_fool_metrics")
 target = _sample(target_name, 256)
@@ -232,28 +268,32 @@ if _run_buttons(FOOL_KEY):
 
 fool = _stored(FOOL_KEY).get(fkey)
 if fool is None:
-    st.info(f"Press **Run** to attack (about {float(fseconds):g} s at most with these settings).",
+    st.info(f"Press **Run** to attack: {int(fsteps)} steps for every metric (time limit {float(fseconds):g} s).",
             icon=":material/play_arrow:")
 else:
+    _budget(fool, "metric")
+    cut = [label for label, run in fool.runs.items() if run.check_cut]
+    if cut:
+        st.warning(f"The time limit cut the final check of {', '.join(cut)} short: its image was pulled back "
+                   "toward the source further than needed, so its distance reached is an underestimate.",
+                   icon=":material/timer_off:")
     panels = [("source (the reference)", fool.source), (f"target: {target_name}", fool.target)]
     panels += [(f"{label}: {run.ratio:.2f} × ε away, d = {run.distance:.3f}", run.image)
                for label, run in fool.runs.items()]
-    cols = st.columns(len(panels))
-    for col, (caption, img) in zip(cols, panels):
-        col.image(img, caption=caption, clamp=True, width="stretch")
+    _gallery(panels)
     st.dataframe(pd.DataFrame([
-        {"metric": label, "RMS distance to source": run.l2, "÷ ε": run.ratio, "metric's distance": run.distance,
-         "± (std. error)": run.distance_stderr, "pulled back to": run.pullback, "steps": run.steps,
-         "stopped by": STOP_REASON[run.stopped], "seconds": run.seconds}
+        {"metric": label, "steps": run.steps, "RMS to source": run.l2, "÷ ε": run.ratio, "metric's d": run.distance,
+         "± (s.e.)": run.distance_stderr, "pulled back to": run.pullback}
         for label, run in fool.runs.items()]), hide_index=True, key="lal_fool_table",
         column_config={c: st.column_config.NumberColumn(format="%.4g")
-                       for c in ("RMS distance to source", "÷ ε", "metric's distance", "± (std. error)",
-                                 "pulled back to", "seconds")})
-    f1, f2 = st.columns(2)
+                       for c in ("RMS to source", "÷ ε", "metric's d", "± (s.e.)", "pulled back to")})
     published = {"LPIPS-VGG (paper)": loss_lab.PUBLISHED_FOOLING["LPIPS-VGG"],
                  "E-LPIPS (paper)": loss_lab.PUBLISHED_FOOLING["E-LPIPS"]}
-    f1.plotly_chart(fooling_ratios({k: r.ratio for k, r in fool.runs.items()}, published), key="lal_fool_ratios")
-    f2.plotly_chart(fooling_curves({k: (r.distances, r.l2s) for k, r in fool.runs.items()}, fool.eps),
-                    key="lal_fool_curves")
-    st.caption(f"Source to target: RMS {fool.source_to_target:.3f} · ε = {fool.eps:g} · "
-               f"{fool.settings['size']} px · seed {fool.settings['seed']} · RMS distance on the 0–1 pixel scale.")
+    st.plotly_chart(fooling_ratios({k: r.ratio for k, r in fool.runs.items()}, published), key="lal_fool_ratios")
+    if any(r.distances for r in fool.runs.values()):
+        st.plotly_chart(fooling_curves({k: (r.distances, r.l2s) for k, r in fool.runs.items()}, fool.eps),
+                        key="lal_fool_curves")
+    fside = fool.settings["size"]
+    st.caption(f"Source to target: RMS {fool.source_to_target:.3f} · ε = {fool.eps:g} · images of "
+               f"{fside}×{fside} px (W×H), shown enlarged by whole pixels · seed {fool.settings['seed']} · "
+               "step size on a cosine of the step number · RMS distance on the 0–1 pixel scale.")

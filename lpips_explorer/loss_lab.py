@@ -7,11 +7,20 @@
   image toward a target while a metric keeps the image within ``eps`` of the source; how far
   does it get in pixels?
 
-Both take a ``progress(fraction, message)`` callback (return ``False`` to stop), a step budget,
-a time budget ``max_seconds`` and an optional ``cancel`` :class:`threading.Event`. Stopped runs
-return what they reached, with the reason (``"steps"``, ``"time"`` or ``"cancelled"``). The time
-budget covers the set-up too (the shifted copies, and each metric's features of the fixed
-images, computed a few images at a time and stopped at the deadline).
+**Equal budgets.** Every loss (every attacked metric) takes the same number of steps,
+``steps``. The losses step in turn: round ``k`` is the ``k``-th step of each loss, one after the
+other. The learning rate (the fooling step size) follows a cosine schedule of the step number
+alone, so a run's numbers do not depend on the machine's speed or load. ``max_seconds`` is a time
+limit for the whole experiment (set-up included), a safety stop and not a share: a round starts
+only when the time left holds one more round at the pace so far (and, in the fooling
+experiment, every metric's final check), so when the limit stops an experiment every loss has
+taken the same number of steps, fewer than ``steps``; its runs say ``stopped="time"``. The set-up
+(the shifted copies, each metric's features of the fixed images, computed a few images at a
+time) counts against the limit too and is stopped at it.
+
+Both take a ``progress(fraction, message)`` callback (return ``False`` to stop) and an optional
+``cancel`` :class:`threading.Event`; a cancelled experiment returns what it reached with
+``cancelled=True`` (its runs may then differ by one step: the round it stopped in).
 
 Every parameter is checked before any work: integers within their bounds, floats finite and
 within theirs (:data:`LIMITS`), so no setting can ask for terabytes or hours: ``lr=inf``,
@@ -22,14 +31,15 @@ projection (clamped after every step). Each metric sees it through its own input
 ``input_range``, via :func:`lpips_core.conventions.apply_convention`). The blur experiment runs
 Adam (``betas = (0.5, 0.9)``: short memories, so that the steps shrink with the learning rate and
 MSE reaches its closed-form answer within a small step budget) with a cosine learning rate from
-``lr`` to 0 over the budget; the fooling experiment takes projected steps
+``lr`` to 0 over the ``steps``; the fooling experiment takes projected steps
 (:func:`fooling_experiment`).
 
 Models are passed in (``label → model``) and never built here: anything with ``input_range`` and
 a differentiable ``model(x, y) → (N,)`` works (the :class:`~lpips_core.protocol.LearnedMetric`
 models, :class:`~lpips_core.elpips.ELPIPS`). For a :class:`LearnedMetric` the fixed images'
 features are computed once, without a graph, and only the optimised image goes through the
-network at each step.
+network at each step. Because the losses step in turn, every loss's fixed features are held at
+once (at ``size=128`` and 16 copies, about 125 MiB each for VGG16 and DISTS).
 """
 
 from __future__ import annotations
@@ -51,8 +61,8 @@ from lpips_core.protocol import LearnedMetric
 
 __all__ = [
     "BlurExperiment", "FoolingExperiment", "FoolingRun", "LIMITS", "LossRun", "MSE_LABEL", "PUBLISHED_FOOLING",
-    "Progress", "defaults", "fooling_experiment", "highfreq_energy", "mse_blur_experiment", "sharpness",
-    "shifted_copies",
+    "Progress", "budget_text", "cosine", "defaults", "fooling_experiment", "highfreq_energy", "mse_blur_experiment",
+    "sharpness", "shifted_copies",
 ]
 
 #: ``progress(fraction in [0, 1], message)``; returning ``False`` stops the experiment.
@@ -86,15 +96,19 @@ PUBLISHED_FOOLING: dict[str, tuple[float, float]] = {"LPIPS-VGG": (16.2, 0.8), "
 
 
 def defaults(device: str | torch.device) -> dict[str, dict]:
-    """Default settings per device: small and ≤ 30 s on a 2-core CPU, larger on a GPU.
+    """Default settings per device: keyword arguments for the two experiments,
+    ``{"blur": {...}, "fooling": {...}}``.
 
-    Returns ``{"blur": {...}, "fooling": {...}}``: keyword arguments for the two experiments.
+    On a CPU each experiment is sized to finish within 60 s on a 2-core machine with every loss
+    on the same number of steps, enough for the slow losses (VGG16, DISTS) to flatten out
+    (``benchmarks/loss_lab.py`` measures it); ``max_seconds`` is a safety stop at twice that. On a
+    GPU the images, copies and steps are larger.
     """
     if torch.device(device).type == "cpu":
-        return {"blur": dict(size=96, copies=8, max_shift=4, steps=30, lr=0.05, max_seconds=30.0),
-                "fooling": dict(size=64, eps=0.05, steps=60, step_size=0.05, check_samples=8, max_seconds=30.0)}
-    return {"blur": dict(size=128, copies=16, max_shift=6, steps=300, lr=0.05, max_seconds=60.0),
-            "fooling": dict(size=128, eps=0.05, steps=400, step_size=0.02, check_samples=64, max_seconds=60.0)}
+        return {"blur": dict(size=96, copies=8, max_shift=4, steps=60, lr=0.05, max_seconds=120.0),
+                "fooling": dict(size=64, eps=0.05, steps=100, step_size=0.05, check_samples=8, max_seconds=120.0)}
+    return {"blur": dict(size=128, copies=16, max_shift=6, steps=300, lr=0.05, max_seconds=120.0),
+            "fooling": dict(size=128, eps=0.05, steps=400, step_size=0.02, check_samples=64, max_seconds=120.0)}
 
 
 # --------------------------------------------------------------------------- sharpness
@@ -192,7 +206,7 @@ def _distance_to(model, fixed: torch.Tensor, deadline: float | None = None) -> C
 
 
 class _Budget:
-    """Steps, a deadline, the cancel hooks, and the progress report of one experiment."""
+    """The time limit, the cancel hooks and the progress report of one experiment."""
 
     def __init__(self, max_seconds: float | None, progress: Progress | None, cancel: threading.Event | None):
         if max_seconds is not None:
@@ -204,12 +218,9 @@ class _Budget:
         self.progress, self.cancel = progress, cancel
         self.cancelled = False
 
-    def share(self, remaining_parts: int) -> float | None:
-        """The deadline of the next part: an equal share of the time left among the parts left."""
-        if self.deadline is None:
-            return None
-        now = time.perf_counter()
-        return now + max(0.0, self.deadline - now) / max(1, remaining_parts)
+    def room_for(self, seconds: float) -> bool:
+        """Whether ``seconds`` more fit before the deadline (always, without one)."""
+        return self.deadline is None or time.perf_counter() + seconds <= self.deadline
 
     def report(self, fraction: float, message: str) -> bool:
         """Tell ``progress``; ``False`` when the experiment must stop (cancelled)."""
@@ -219,6 +230,36 @@ class _Budget:
             if self.progress(min(1.0, max(0.0, fraction)), message) is False:
                 self.cancelled = True
         return not self.cancelled
+
+
+class _Rounds:
+    """The rounds of an experiment (round ``k``: the ``k``-th step of every loss in turn): how
+    many are done, their pace, and whether one more fits in the time left."""
+
+    def __init__(self, steps: int, budget: _Budget):
+        self.steps, self.budget = steps, budget
+        self.done = 0
+        self.spent = 0.0
+        self._started = 0.0
+
+    def next_fits(self, reserve: float = 0.0) -> bool:
+        """One more round (at the mean pace so far) and ``reserve`` seconds fit before the deadline."""
+        pace = self.spent / self.done if self.done else 0.0
+        return self.budget.room_for(pace + reserve)
+
+    def begin(self) -> None:
+        self._started = time.perf_counter()
+
+    def end(self) -> None:
+        self.spent += time.perf_counter() - self._started
+        self.done += 1
+
+    def message(self, label: str, step: int) -> str:
+        """``"label: step k of n"``, and the time left at the pace so far once a round is done."""
+        text = f"{label}: step {step + 1} of {self.steps}"
+        if self.done:
+            text += f" · about {self.spent / self.done * (self.steps - self.done):.0f} s left"
+        return text
 
 
 def _check_int(name: str, value, key: str | None = None) -> None:
@@ -241,32 +282,37 @@ def _check_common(steps: int, lr: float) -> None:
     _check_float("lr", lr)
 
 
-def _cosine(opt: torch.optim.Optimizer, lr: float, fraction: float) -> None:
-    """Learning rate ``lr · (1 + cos(π · fraction)) / 2``: from ``lr`` at the start to 0 at the end."""
-    for group in opt.param_groups:
-        group["lr"] = lr * 0.5 * (1 + math.cos(math.pi * fraction))
+def cosine(peak: float, step: int, steps: int) -> float:
+    """The schedule of both experiments: ``peak · (1 + cos(π · step / steps)) / 2`` at step
+    ``step`` (0-based) of ``steps``, from ``peak`` at the first step toward 0 at the end; a
+    function of the step alone, so a run does not depend on the machine's speed."""
+    return peak * 0.5 * (1 + math.cos(math.pi * step / steps))
 
 
-class _Clock:
-    """How far one run is through its budget: the larger of the steps done and the time used,
-    as fractions of ``steps`` and of the run's time share (so that a run cut short by time still
-    anneals its learning rate to 0)."""
+def budget_text(experiment: "BlurExperiment | FoolingExperiment", what: str = "loss") -> tuple[bool, str]:
+    """What an experiment's budgets were, in one Markdown sentence or three, for a page.
 
-    def __init__(self, steps: int, deadline: float | None):
-        self.steps, self.deadline = steps, deadline
-        self.start = time.perf_counter()
-        self.stopped: Stop = "steps"
-
-    def fraction(self, step: int) -> float:
-        p = step / self.steps
-        if self.deadline is not None:
-            span = self.deadline - self.start
-            p = max(p, 1.0 if span <= 0 else (time.perf_counter() - self.start) / span)
-        return p
-
-    @property
-    def seconds(self) -> float:
-        return time.perf_counter() - self.start
+    Returns ``(equal, text)``: ``equal`` is whether every ``what`` (``"loss"``, ``"metric"``)
+    took the steps asked for; the text says how many, and otherwise who got fewer and why.
+    """
+    asked = int(experiment.settings["steps"])
+    taken = experiment.steps
+    if not taken:
+        return False, f"No {what} took a step."
+    counts = sorted(set(taken.values()))
+    if counts == [asked]:
+        return True, f"**Equal budgets:** every {what} took the same **{asked} steps**."
+    if len(counts) == 1:
+        k = counts[0]
+        why = {"time": f"The time limit ({experiment.settings['max_seconds']:g} s) stopped the experiment",
+               "cancelled": "The experiment was stopped"}.get(experiment.stopped, "The experiment ended")
+        return False, (f"{why} after **{k} of {asked} steps**. Every {what} took the same {k} steps (they step "
+                       "in turn), but the schedule had not run its course, so the results may still be "
+                       "changing. Raise the time limit, or ask for fewer steps or a smaller working size.")
+    most = counts[-1]
+    fewer = ", ".join(f"{label} {n}" for label, n in taken.items() if n < most)
+    return False, (f"**Unequal budgets:** {fewer} steps against {most} for the others (of {asked} asked): "
+                   "compare these results with care.")
 
 
 # --------------------------------------------------------------------------- why MSE blurs
@@ -277,7 +323,10 @@ class LossRun:
     Attributes:
         image: ``(H, W, 3)`` float32 in ``[0, 1]``: the optimised image.
         losses: the mean loss over the copies at each step (before that step's update).
-        steps: the updates done. seconds: wall time. stopped: ``"steps"``, ``"time"`` or ``"cancelled"``.
+        steps: the updates done (``len(losses)``). stopped: ``"steps"`` (all of them),
+            ``"time"`` (the time limit) or ``"cancelled"``.
+        seconds: wall time spent on this loss, its set-up included; ``setup_seconds`` the set-up
+            alone (the features of the fixed copies).
         sharpness: :func:`sharpness` of ``image`` relative to the unshifted reference.
     """
 
@@ -287,6 +336,12 @@ class LossRun:
     seconds: float
     stopped: Stop
     sharpness: float
+    setup_seconds: float = 0.0
+
+    @property
+    def seconds_per_step(self) -> float:
+        """Mean wall time of one step (``nan`` without a step)."""
+        return (self.seconds - self.setup_seconds) / self.steps if self.steps else float("nan")
 
 
 @dataclass(frozen=True)
@@ -302,7 +357,9 @@ class BlurExperiment:
         mse_gap: max-abs difference between the MSE run's image and ``mean`` (``nan`` without a run).
         mean_sharpness: :func:`sharpness` of ``mean``.
         cancelled: whether the experiment was stopped before every loss ran.
-        settings: the arguments it ran with.
+        settings: the arguments it ran with (``steps``: the steps asked for each loss).
+        stopped: why the experiment ended: ``"steps"`` (every loss took ``settings["steps"]``),
+            ``"time"`` (the time limit: every loss took the same, smaller number) or ``"cancelled"``.
     """
 
     reference: np.ndarray
@@ -315,6 +372,17 @@ class BlurExperiment:
     mean_sharpness: float
     cancelled: bool
     settings: dict = field(default_factory=dict)
+    stopped: Stop = "steps"
+
+    @property
+    def steps(self) -> dict[str, int]:
+        """Loss label → the steps it took."""
+        return {label: run.steps for label, run in self.runs.items()}
+
+    @property
+    def equal_steps(self) -> bool:
+        """Whether every loss took the same number of steps (always, unless cancelled mid-round)."""
+        return len(set(self.steps.values())) <= 1
 
 
 def _start_image(kind: str, centre: torch.Tensor, sigma: float) -> torch.Tensor:
@@ -328,30 +396,29 @@ def _start_image(kind: str, centre: torch.Tensor, sigma: float) -> torch.Tensor:
     raise ValueError(f"start must be 'blurred', 'grey' or 'noise', got {kind!r}")
 
 
-def _optimise(loss_fn: Callable[[torch.Tensor], torch.Tensor], x0: torch.Tensor, *, steps: int, lr: float,
-              clock: "_Clock", budget: _Budget, label: str, part: tuple[int, int]) -> tuple:
-    """Adam on ``x`` (clamped to ``[0, 1]`` after each step), cosine learning rate over the budget."""
-    x = x0.clone().requires_grad_(True)
-    opt = torch.optim.Adam([x], lr=lr, betas=BETAS, eps=1e-12)
-    losses: list[float] = []
-    k, n = part
-    for step in range(steps):
-        p = clock.fraction(step)
-        if p >= 1.0:
-            clock.stopped = "time"
-            break
-        if not budget.report((k + p) / n, f"{label}: step {step + 1} of {steps}"):
-            clock.stopped = "cancelled"
-            break
-        _cosine(opt, lr, p)
-        opt.zero_grad(set_to_none=True)
-        loss = loss_fn(x).mean()
+class _Descent:
+    """One loss's optimisation: Adam on ``x`` (clamped to ``[0, 1]`` after each step)."""
+
+    def __init__(self, loss_fn: Callable[[torch.Tensor], torch.Tensor], x0: torch.Tensor, lr: float,
+                 setup_seconds: float):
+        self.loss_fn = loss_fn
+        self.x = x0.clone().requires_grad_(True)
+        self.opt = torch.optim.Adam([self.x], lr=lr, betas=BETAS, eps=1e-12)
+        self.losses: list[float] = []
+        self.setup_seconds = self.seconds = setup_seconds
+
+    def step(self, lr: float) -> None:
+        t0 = time.perf_counter()
+        for group in self.opt.param_groups:
+            group["lr"] = lr
+        self.opt.zero_grad(set_to_none=True)
+        loss = self.loss_fn(self.x).mean()
         loss.backward()
-        opt.step()
+        self.opt.step()
         with torch.no_grad():
-            x.clamp_(0.0, 1.0)
-        losses.append(float(loss.detach()))
-    return x.detach(), losses
+            self.x.clamp_(0.0, 1.0)
+        self.losses.append(float(loss.detach()))
+        self.seconds += time.perf_counter() - t0
 
 
 def mse_blur_experiment(
@@ -361,11 +428,11 @@ def mse_blur_experiment(
     size: int = 96,
     copies: int = 8,
     max_shift: int = 4,
-    steps: int = 30,
+    steps: int = 60,
     lr: float = 0.05,
     start: Literal["blurred", "grey", "noise"] = "blurred",
     seed: int = 0,
-    max_seconds: float | None = 30.0,
+    max_seconds: float | None = 120.0,
     progress: Progress | None = None,
     cancel: threading.Event | None = None,
 ) -> BlurExperiment:
@@ -379,15 +446,19 @@ def mse_blur_experiment(
     minimise ``mean_k loss(x, copy_k)`` over :func:`shifted_copies` (seeded by ``seed``). Under MSE
     the minimiser is the mean of the copies (the result is compared with it: ``mse_gap``).
 
-    Budgets: each loss gets at most ``steps`` updates and an equal share of the time left
-    (``max_seconds`` in all; ``None``: no time limit, fully reproducible).
+    Budget: every loss takes ``steps`` Adam steps, the losses in turn (round ``k`` is the
+    ``k``-th step of each), with the learning rate ``cosine(lr, k, steps)``. ``max_seconds``
+    (``None``: none) is a time limit for the whole experiment, set-up included: a round starts
+    only while the time left holds one at the pace so far, so a limit that stops the experiment
+    leaves every loss with the same number of steps (``stopped="time"``). Without the limit
+    reached, the numbers do not depend on the machine's speed or load.
 
     Args:
         reference: ``(H, W, 3)`` float in ``[0, 1]`` (its centre square is used).
         models: label → a metric (``input_range`` and a differentiable ``model(x, y) → (N,)``).
         size, copies, max_shift: see :func:`shifted_copies`.
-        steps, lr: Adam's budget and peak learning rate (image units, ``[0, 1]``).
-        progress, cancel: see the module docstring.
+        steps, lr: the steps every loss takes and Adam's peak learning rate (image units, ``[0, 1]``).
+        max_seconds, progress, cancel: see the module docstring.
 
     Returns:
         :class:`BlurExperiment`.
@@ -407,36 +478,50 @@ def mse_blur_experiment(
         if label == MSE_LABEL:
             raise ValueError(f"{MSE_LABEL!r} is the pixel loss's label; give the model another one")
         losses[label] = model
-    runs: dict[str, LossRun] = {}
     labels = list(losses)
-    for i, label in enumerate(labels):
-        deadline = budget.share(len(labels) - i)
-        if not budget.report(i / len(labels), f"{label}: preparing"):
+    descents: dict[str, _Descent] = {}
+    stopped: Stop = "steps"
+    for label in labels:  # set-up: each learned loss's features of the fixed copies
+        if not budget.report(0.0, f"{label}: features of the {copies} copies"):
+            stopped = "cancelled"
             break
-        loss = losses[label]
-        clock = _Clock(steps, deadline)
-        x_start = x0
-        try:
-            if label != MSE_LABEL:
-                dev = getattr(loss, "device", torch.device("cpu"))
-                x_start = x0.to(dev)
-                loss = _distance_to(loss, targets.to(dev), deadline)
-        except _OutOfTime:
-            img, curve = x_start, []
-            clock.stopped = "time"
-        else:
-            img, curve = _optimise(loss, x_start, steps=steps, lr=lr, clock=clock, budget=budget, label=label,
-                                   part=(i, len(labels)))
-        out = _np(img)
-        runs[label] = LossRun(out, curve, len(curve), clock.seconds, clock.stopped, sharpness(out, centre))
-        if clock.stopped == "cancelled":
+        t0 = time.perf_counter()
+        loss, x_start = losses[label], x0
+        if label != MSE_LABEL:
+            dev = getattr(loss, "device", torch.device("cpu"))
+            x_start = x0.to(dev)
+            try:
+                loss = _distance_to(loss, targets.to(dev), budget.deadline)
+            except _OutOfTime:
+                stopped = "time"
+                break
+        descents[label] = _Descent(loss, x_start, lr, time.perf_counter() - t0)
+    if stopped == "time":  # no loss takes a step: all of them end where they start
+        descents.update((label, _Descent(losses[label], x0, lr, 0.0)) for label in labels if label not in descents)
+    rounds = _Rounds(steps, budget)
+    while stopped == "steps" and rounds.done < steps:
+        if not rounds.next_fits():
+            stopped = "time"
             break
+        k = rounds.done
+        rounds.begin()
+        for i, label in enumerate(labels):
+            if not budget.report((k + i / len(labels)) / steps, rounds.message(label, k)):
+                stopped = "cancelled"
+                break
+            descents[label].step(cosine(lr, k, steps))
+        rounds.end()
     budget.report(1.0, "done")
+    runs: dict[str, LossRun] = {}
+    for label, d in descents.items():
+        out = _np(d.x)
+        runs[label] = LossRun(out, d.losses, len(d.losses), d.seconds, stopped, sharpness(out, centre),
+                              d.setup_seconds)
     gap = float(np.abs(runs[MSE_LABEL].image - mean).max()) if MSE_LABEL in runs else float("nan")
     settings = dict(size=size, copies=copies, max_shift=max_shift, steps=steps, lr=lr, start=start, seed=seed,
                     max_seconds=max_seconds)
     return BlurExperiment(centre, stack, shifts, mean, _np(x0), runs, gap, sharpness(mean, centre),
-                          budget.cancelled, settings)
+                          budget.cancelled, settings, stopped)
 
 
 # --------------------------------------------------------------------------- fooling the metric
@@ -455,7 +540,10 @@ class FoolingRun:
             sample) and the RMS distance to the source, before that step's update.
         pullback: the fraction ``t`` of the way from the source to the best iterate kept by the
             final check (1: the iterate itself passed; less: it was pulled back toward the source).
-        steps, seconds, stopped: the updates done, wall time, why it stopped.
+        steps, seconds, stopped: the steps taken, wall time on this metric (set-up, steps and
+            final check), why the steps ended (``"steps"``, ``"time"``, ``"cancelled"``).
+        check_cut: whether the time limit ended the final check's bisection early (``pullback``
+            is then smaller than needed: the image is closer to the source than it could be).
     """
 
     image: np.ndarray
@@ -470,12 +558,14 @@ class FoolingRun:
     steps: int
     seconds: float
     stopped: Stop
+    check_cut: bool = False
 
 
 @dataclass(frozen=True)
 class FoolingExperiment:
     """What :func:`fooling_experiment` returns: ``source``, ``target`` ``(H, W, 3)``, ``eps``,
-    ``source_to_target`` (RMS), ``runs`` (label → :class:`FoolingRun`), ``cancelled``, ``settings``."""
+    ``source_to_target`` (RMS), ``runs`` (label → :class:`FoolingRun`), ``cancelled``, ``settings``
+    (``steps``: the steps asked for each metric), ``stopped`` (as :attr:`BlurExperiment.stopped`)."""
 
     source: np.ndarray
     target: np.ndarray
@@ -484,6 +574,17 @@ class FoolingExperiment:
     runs: dict[str, FoolingRun]
     cancelled: bool
     settings: dict = field(default_factory=dict)
+    stopped: Stop = "steps"
+
+    @property
+    def steps(self) -> dict[str, int]:
+        """Metric label → the steps its attack took."""
+        return {label: run.steps for label, run in self.runs.items()}
+
+    @property
+    def equal_steps(self) -> bool:
+        """Whether every metric's attack took the same number of steps."""
+        return len(set(self.steps.values())) <= 1
 
 
 def _rms(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -526,6 +627,66 @@ def _project_step(x: torch.Tensor, d: float, g: torch.Tensor, target: torch.Tens
     return x + step * u
 
 
+class _Attack:
+    """One metric's attack: its iterate, the best candidate so far, the per-step curves."""
+
+    def __init__(self, model, src: torch.Tensor, tgt: torch.Tensor, *, eps: float, check_samples: int, seed: int):
+        t0 = time.perf_counter()
+        self.eps = eps
+        self.s, self.t = src, tgt
+        self.pull0 = float(((src - tgt) ** 2).mean())
+        self.dist = _distance_to(model, src)
+        self.check = _checker(model, src, samples=check_samples, seed=seed)
+        t_check = time.perf_counter()
+        self.check(src)  # one timed check: the final check needs time for up to 1 + HALVINGS of them
+        self.check_seconds = time.perf_counter() - t_check
+        self.x = src.clone()
+        self.best, self.best_pull = src.clone(), self.pull0
+        self.ds: list[float] = []
+        self.l2s: list[float] = []
+        self.seconds = time.perf_counter() - t0
+
+    def step(self, size: float) -> None:
+        t0 = time.perf_counter()
+        xg = self.x.clone().requires_grad_(True)
+        d = self.dist(xg).mean()
+        (g,) = torch.autograd.grad(d, xg)
+        dv = float(d.detach())
+        pv = float(((self.x - self.t) ** 2).mean())
+        self.ds.append(dv)
+        self.l2s.append(_rms(self.x, self.s))
+        if dv <= self.eps and pv < self.best_pull:
+            self.best, self.best_pull = self.x.clone(), pv
+        self.x = _project_step(self.x, dv, g, self.t, eps=self.eps, step=size).clamp(0, 1)
+        self.seconds += time.perf_counter() - t0
+
+    def finish(self, budget: _Budget, stopped: Stop) -> FoolingRun:
+        """The final check (see :func:`fooling_experiment`): accept the best candidate or pull it back."""
+        t0 = time.perf_counter()
+        s, best, eps = self.s, self.best, self.eps
+        final, tt, cut = best, 1.0, False
+        dist_final, se = self.check(best) if self.best_pull < self.pull0 else (0.0, 0.0)  # else: the source
+        if dist_final > eps:
+            lo, hi, lo_val = 0.0, 1.0, (0.0, 0.0)
+            for _ in range(HALVINGS):
+                if not budget.room_for(0.0):
+                    cut = True  # out of time: keep the last t that passed (0 at worst: the source)
+                    break
+                mid = 0.5 * (lo + hi)
+                val = self.check(s + mid * (best - s))
+                if val[0] <= eps:
+                    lo, lo_val = mid, val
+                else:
+                    hi = mid
+            tt = lo
+            final = s + lo * (best - s)
+            dist_final, se = lo_val
+        l2 = _rms(final, s)
+        self.seconds += time.perf_counter() - t0
+        return FoolingRun(_np(final), l2, l2 / eps, dist_final, se, _rms(final, self.t), self.ds, self.l2s, tt,
+                          len(self.ds), self.seconds, stopped, cut)
+
+
 def fooling_experiment(
     source: np.ndarray,
     target: np.ndarray,
@@ -533,11 +694,11 @@ def fooling_experiment(
     *,
     eps: float = 0.05,
     size: int = 64,
-    steps: int = 60,
+    steps: int = 100,
     step_size: float = 0.05,
     check_samples: int = 8,
     seed: int = 0,
-    max_seconds: float | None = 30.0,
+    max_seconds: float | None = 120.0,
     progress: Progress | None = None,
     cancel: threading.Event | None = None,
 ) -> FoolingExperiment:
@@ -551,17 +712,24 @@ def fooling_experiment(
     - ``d > eps``: a linearised projection back inside, ``x −= (d − 0.9·eps) / ‖g‖² · g`` (the
       move capped at an RMS of :data:`MAX_MOVE`);
     - ``d ≤ eps``: a step toward the target, ``x += s · u`` with ``u = target − x`` and ``s`` the
-      step size (cosine-annealed from ``step_size`` to 0); once ``d > eps / 2``, ``u`` loses its
-      component along ``g`` when that would raise ``d`` (the step slides along the constraint);
+      step size (``cosine(step_size, k, steps)`` at step ``k``); once ``d > eps / 2``, ``u``
+      loses its component along ``g`` when that would raise ``d`` (the step slides along the
+      constraint);
 
     and clamps ``x`` to ``[0, 1]``. Every step whose own ``d ≤ eps`` is a candidate; the one closest
     to the target is kept. A final check enforces the constraint: the candidate ``c`` is accepted
     when ``check(c) ≤ eps``, else the largest ``t`` (bisection, :data:`HALVINGS` halvings, fewer when
-    the time budget runs out) with
+    the time limit is reached: ``check_cut``) with
     ``check(source + t·(c − source)) ≤ eps`` is taken. ``check`` is the metric itself for
     LPIPS-like models and, for ELPIPS, the mean over ``check_samples`` transformations of a fixed
     seed. The reported ``l2`` is the RMS pixel distance (``[0, 1]`` units) between the source and
     that final image, and ``ratio = l2 / eps``.
+
+    Budget: every metric takes ``steps`` steps, the metrics in turn (round ``k`` is the ``k``-th
+    step of each). ``max_seconds`` (``None``: none) limits the whole experiment: a round starts
+    only while the time left holds one more and every metric's final check (timed once at
+    set-up, ``1 + HALVINGS`` checks each), so a limit that stops the attack leaves every metric
+    with the same number of steps (``stopped="time"``).
 
     Kettunen et al. (2019) report ``l2 / eps`` of 16.2 ± 0.8 for LPIPS-VGG and 3.0 ± 0.2 for
     E-LPIPS (:data:`PUBLISHED_FOOLING`) with their own, much longer attack, image sizes and ℓ2
@@ -571,10 +739,10 @@ def fooling_experiment(
         source, target: ``(H, W, 3)`` float in ``[0, 1]`` (centre squares resized to ``size``).
         models: label → a metric (``input_range`` and a differentiable ``model(x, y) → (N,)``).
         eps: the allowed distance to the source.
-        steps, step_size: the step budget per metric and the largest fraction of the way to the
-            target one step takes; each metric also gets an equal share of the time left
-            (``max_seconds``; ``None``: no limit, fully reproducible).
-        check_samples: ELPIPS samples per final check. seed: seeds ELPIPS (reseeded per run).
+        steps, step_size: the steps every metric takes and the largest fraction of the way to
+            the target one step takes.
+        check_samples: ELPIPS samples per final check. seed: seeds ELPIPS (reseeded per metric).
+        max_seconds, progress, cancel: see the module docstring.
 
     Returns:
         :class:`FoolingExperiment`.
@@ -590,71 +758,48 @@ def fooling_experiment(
     pull0 = float(((src - tgt) ** 2).mean())
     if pull0 == 0:
         raise ValueError("source and target are the same image: there is nowhere to go")
-    runs: dict[str, FoolingRun] = {}
     labels = list(models)
-    for i, label in enumerate(labels):
-        deadline = budget.share(len(labels) - i)
-        if not budget.report(i / len(labels), f"{label}: preparing"):
+    attacks: dict[str, _Attack] = {}
+    stopped: Stop = "steps"
+    for label in labels:  # set-up: each metric's features of the source, one timed check
+        if not budget.report(0.0, f"{label}: preparing"):
+            stopped = "cancelled"
+            break
+        if not budget.room_for(0.0):
+            stopped = "time"
             break
         model = models[label]
         if isinstance(model, ELPIPS):
             model.reseed(seed)
         dev = getattr(model, "device", torch.device("cpu"))
-        s, t = src.to(dev), tgt.to(dev)
-        if deadline is not None and time.perf_counter() >= deadline:  # the set-up took this run's share
+        attacks[label] = _Attack(model, src.to(dev), tgt.to(dev), eps=eps, check_samples=check_samples,
+                                 seed=seed + 1)
+    runs: dict[str, FoolingRun] = {}
+    if stopped == "time":  # the set-up used the time: no metric takes a step, each keeps the source
+        for label in labels:
+            s, t = src.to(getattr(models[label], "device", "cpu")), tgt.to(getattr(models[label], "device", "cpu"))
             runs[label] = FoolingRun(_np(s), 0.0, 0.0, 0.0, 0.0, _rms(s, t), [], [], 0.0, 0, 0.0, "time")
-            continue
-        dist = _distance_to(model, s)
-        check = _checker(model, s, samples=check_samples, seed=seed + 1)
-        if deadline is not None:  # keep time for the final check (one timed call; the halvings stop at the deadline)
-            t_check = time.perf_counter()
-            check(s)
-            deadline -= 2 * (time.perf_counter() - t_check)
-        x = s.clone()
-        best, best_pull = s.clone(), pull0
-        ds: list[float] = []
-        l2s: list[float] = []
-        clock = _Clock(steps, deadline)
-        for step in range(steps):
-            p = clock.fraction(step)
-            if p >= 1.0:
-                clock.stopped = "time"
-                break
-            if not budget.report((i + p) / len(labels), f"{label}: step {step + 1} of {steps}"):
-                clock.stopped = "cancelled"
-                break
-            xg = x.clone().requires_grad_(True)
-            d = dist(xg).mean()
-            (g,) = torch.autograd.grad(d, xg)
-            dv = float(d.detach())
-            pv = float(((x - t) ** 2).mean())
-            ds.append(dv)
-            l2s.append(_rms(x, s))
-            if dv <= eps and pv < best_pull:
-                best, best_pull = x.clone(), pv
-            x = _project_step(x, dv, g, t, eps=eps, step=step_size * 0.5 * (1 + math.cos(math.pi * p))).clamp(0, 1)
-        final, tt = best, 1.0
-        dist_final, se = check(best) if best_pull < pull0 else (0.0, 0.0)  # no candidate: the source itself
-        if dist_final > eps:
-            lo, hi, lo_val = 0.0, 1.0, (0.0, 0.0)
-            for _ in range(HALVINGS):
-                if budget.deadline is not None and time.perf_counter() >= budget.deadline:
-                    break  # out of time: keep the last t that passed (0 at worst: the source)
-                mid = 0.5 * (lo + hi)
-                val = check(s + mid * (best - s))
-                if val[0] <= eps:
-                    lo, lo_val = mid, val
-                else:
-                    hi = mid
-            tt = lo
-            final = s + lo * (best - s)
-            dist_final, se = lo_val
-        l2 = _rms(final, s)
-        runs[label] = FoolingRun(_np(final), l2, l2 / eps, dist_final, se, _rms(final, t), ds, l2s, tt, len(ds),
-                                 clock.seconds, clock.stopped)
-        if clock.stopped == "cancelled":
+        attacks = {}
+    reserve = sum((1 + HALVINGS) * a.check_seconds for a in attacks.values())
+    rounds = _Rounds(steps, budget)
+    while stopped == "steps" and rounds.done < steps:
+        if not rounds.next_fits(reserve):
+            stopped = "time"
             break
+        k = rounds.done
+        rounds.begin()
+        for i, label in enumerate(labels):
+            if not budget.report((k + i / len(labels)) / steps, rounds.message(label, k)):
+                stopped = "cancelled"
+                break
+            attacks[label].step(cosine(step_size, k, steps))
+        rounds.end()
+    for label, attack in attacks.items():
+        if stopped != "cancelled" and not budget.report(1.0, f"{label}: final check"):
+            stopped = "cancelled"
+        runs[label] = attack.finish(budget, stopped)
     budget.report(1.0, "done")
     settings = dict(eps=eps, size=size, steps=steps, step_size=step_size, check_samples=check_samples, seed=seed,
                     max_seconds=max_seconds)
-    return FoolingExperiment(_np(src), _np(tgt), float(eps), math.sqrt(pull0), runs, budget.cancelled, settings)
+    return FoolingExperiment(_np(src), _np(tgt), float(eps), math.sqrt(pull0), runs, budget.cancelled, settings,
+                             stopped)

@@ -1,21 +1,26 @@
-"""LPIPS as a loss: the library experiments (issue 12, items 3–4) and their figures.
+"""LPIPS as a loss: the library experiments (issue 12, items 3–4; issue 35, item 5) and their figures.
 
-Fast tier: the shifted copies, the sharpness measure, MSE reaching its closed form, budgets,
-cancellation, errors, the fooling run's bookkeeping on a cheap metric, the figures. The
-experiments through VGG16 carry ``slow`` (minutes on a shared 2-core CPU).
+Fast tier: the shifted copies, the sharpness measure, MSE reaching its closed form, equal step
+budgets (every loss the same steps; a time limit stops them all after the same number; the
+numbers independent of the machine's speed), cancellation, errors, the fooling run's bookkeeping
+on cheap metrics, the figures. The experiments through VGG16 and DISTS carry ``slow`` (minutes on
+a shared 2-core CPU).
 """
 
 from __future__ import annotations
 
 import threading
+import time
 
 import numpy as np
 import pytest
+import torch
 
 from lpips_core import LPIPS
+from lpips_core import metric_registry
 from lpips_explorer import loss_lab as L
 from lpips_core.elpips import ELPIPS
-from lpips_explorer.figures.loss import fooling_curves, fooling_ratios, loss_curves, sharpness_bars
+from lpips_explorer.figures.loss import enlarge, fooling_curves, fooling_ratios, loss_curves, sharpness_bars
 from lpips_core.images import load_image
 from conftest import REPO
 
@@ -33,6 +38,35 @@ def cat():
 @pytest.fixture(scope="module")
 def alex():
     return LPIPS("alex")
+
+
+@pytest.fixture(scope="module")
+def st_alex():
+    return metric_registry.build("stlpips", "alex")
+
+
+class FakeClock:
+    """Stands in for the ``time`` module in :mod:`loss_lab`: every ``perf_counter()`` reading is
+    1 s after the previous one (``calls`` counts them)."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def perf_counter(self) -> float:
+        self.calls += 1
+        return float(self.calls)
+
+
+class Slowed:
+    """A model that sleeps ``delay`` s before every call: the same numbers, a slower machine."""
+
+    def __init__(self, model, delay: float):
+        self.model, self.delay = model, delay
+        self.input_range = model.input_range
+
+    def __call__(self, x, y):
+        time.sleep(self.delay)
+        return self.model(x, y)
 
 
 # --------------------------------------------------------------------------- pieces
@@ -62,36 +96,50 @@ def test_highfreq_energy_and_sharpness_on_known_images():
 
 
 def test_mse_reaches_the_mean_of_the_copies_with_the_default_budget(photo):
-    """Default settings (96 px, 8 copies, shifts ±4 px, 30 Adam steps, lr 0.05, from the blurred
-    start): max |MSE result − mean of the copies| < 1e-3 (measured 3.5e-4 on this photo)."""
+    """CPU defaults (96 px, 8 copies, shifts ±4 px, 60 Adam steps, lr 0.05, from the blurred
+    start): max |MSE result − mean of the copies| < 1e-4 (measured 6.9e-6 on this photo; 3.5e-4
+    with 30 steps)."""
     d = L.defaults("cpu")["blur"]
+    assert d["steps"] == 60
     res = L.mse_blur_experiment(photo, {}, **{**d, "max_seconds": None})
     mse = res.runs[L.MSE_LABEL]
-    assert mse.steps == 30 and mse.stopped == "steps" and len(mse.losses) == 30
-    assert res.mse_gap < 1e-3
+    assert mse.steps == 60 and mse.stopped == "steps" and len(mse.losses) == 60
+    assert res.mse_gap < 1e-4
     assert res.mse_gap == pytest.approx(float(np.abs(mse.image - res.mean).max()))
     np.testing.assert_allclose(res.mean, res.copies.astype(np.float64).mean(0), atol=1e-6)
     assert mse.losses[-1] < mse.losses[0]
     # the mean of shifted copies is a blur: a fraction of the reference's high-frequency energy
-    assert res.mean_sharpness < 0.5 and mse.sharpness == pytest.approx(res.mean_sharpness, rel=0.05)
+    assert res.mean_sharpness < 0.5 and mse.sharpness == pytest.approx(res.mean_sharpness, rel=0.01)
     assert L.sharpness(res.reference, res.reference) == 1.0
-    assert not res.cancelled and res.settings["steps"] == 30
+    assert not res.cancelled and res.settings["steps"] == 60
 
 
 @pytest.mark.slow
-def test_lpips_vgg_keeps_more_high_frequency_energy_than_mse(photo):
-    """Same start, same budget (the defaults, no time limit): LPIPS-VGG's result has far more
-    high-frequency energy than MSE's blur. Measured on this photo: VGG 3.60 × the reference's,
-    MSE 0.124 × (a margin of 29×); asserted: more than 10×."""
-    vgg = LPIPS("vgg")
+def test_vgg16_and_dists_converge_and_stay_sharp_at_the_cpu_defaults(cat):
+    """The CPU defaults (96 px, 8 copies, ±4 px, 60 steps per loss) on the app's default
+    reference: MSE, LPIPS-VGG16 and DISTS take the same 60 steps; the two slow losses fall to well
+    under half their start and flatten out (the learning rate anneals to 0; the last 6 steps
+    remove under 3 % of the fall); their results keep far more high-frequency energy than MSE's
+    blur. Measured on one thread: VGG16 0.607 → 0.207 (a 120-step run reaches 0.192: 60 steps
+    make 96 % of its fall), DISTS 0.445 → 0.142 (120 steps: 0.124, 94 %); sharpness VGG16 10.1,
+    DISTS 17.5, MSE 0.111 × the reference's. On two threads (the full tier) DISTS reached 0.135,
+    sharpness 17.0: the optimisation amplifies float rounding, so only bounds are asserted."""
     d = L.defaults("cpu")["blur"]
-    res = L.mse_blur_experiment(photo, {"LPIPS · VGG16": vgg}, **{**d, "max_seconds": None})
-    v, m = res.runs["LPIPS · VGG16"], res.runs[L.MSE_LABEL]
-    assert v.steps == m.steps == d["steps"]
-    assert v.sharpness > 10 * m.sharpness, (v.sharpness, m.sharpness)
-    assert v.losses[-1] < v.losses[0]
-    assert res.mse_gap < 1e-3
-    print(f"sharpness: LPIPS-VGG {v.sharpness:.3f}, MSE {m.sharpness:.3f}, mean {res.mean_sharpness:.3f}")
+    models = {"LPIPS · VGG16": LPIPS("vgg"), "DISTS": metric_registry.build("dists")}
+    res = L.mse_blur_experiment(cat, models, **{**d, "max_seconds": None})
+    assert res.steps == {"MSE": 60, "LPIPS · VGG16": 60, "DISTS": 60}
+    mse = res.runs[L.MSE_LABEL]
+    for label in models:
+        run = res.runs[label]
+        losses = run.losses
+        fall = losses[0] - min(losses)
+        late = losses[-7] - losses[-1]
+        print(f"{label}: {losses[0]:.4f} -> {losses[-1]:.4f}, last 6 steps {late / fall:.2%} of the fall, "
+              f"sharpness {run.sharpness:.3g} (MSE {mse.sharpness:.3g})")
+        assert losses[-1] < 0.5 * losses[0]
+        assert late < 0.03 * fall
+        assert run.sharpness > 10 * mse.sharpness
+    assert res.mse_gap < 1e-4
 
 
 def test_learned_loss_runs_in_its_own_convention(photo, alex):
@@ -108,6 +156,84 @@ def test_learned_loss_runs_in_its_own_convention(photo, alex):
 
 
 # --------------------------------------------------------------------------- budgets and cancelling
+def test_cosine_schedule_is_a_function_of_the_step():
+    assert L.cosine(0.05, 0, 10) == 0.05
+    assert L.cosine(0.05, 5, 10) == pytest.approx(0.025)
+    assert L.cosine(0.05, 9, 10) == pytest.approx(0.05 * 0.5 * (1 + np.cos(0.9 * np.pi)))
+    assert L.cosine(1.0, 10, 10) == pytest.approx(0.0, abs=1e-15)
+
+
+def test_every_loss_takes_the_same_steps(photo, alex, st_alex):
+    """MSE, LPIPS-AlexNet and ST-LPIPS-AlexNet, 7 steps asked: each took exactly 7 (one loss
+    value per step), the experiment says so, and budget_text says "equal"."""
+    res = L.mse_blur_experiment(photo, {"alex": alex, "st": st_alex}, size=32, copies=3, max_shift=2, steps=7,
+                                max_seconds=None)
+    assert res.steps == {"MSE": 7, "alex": 7, "st": 7} and res.equal_steps
+    assert res.stopped == "steps" and not res.cancelled
+    assert all(r.stopped == "steps" and len(r.losses) == 7 for r in res.runs.values())
+    assert all(r.seconds >= r.setup_seconds >= 0 and r.seconds_per_step > 0 for r in res.runs.values())
+    equal, text = L.budget_text(res, "loss")
+    assert equal and text == "**Equal budgets:** every loss took the same **7 steps**."
+
+
+def test_a_loss_steps_the_same_alone_or_beside_others(photo, alex, st_alex):
+    """The losses step in turn, each with its own optimiser: AlexNet's curve and image are the
+    same, bit for bit, whether it runs alone or beside ST-LPIPS."""
+    kw = dict(size=32, copies=3, max_shift=2, steps=5, max_seconds=None)
+    both = L.mse_blur_experiment(photo, {"alex": alex, "st": st_alex}, **kw).runs["alex"]
+    alone = L.mse_blur_experiment(photo, {"alex": alex}, **kw).runs["alex"]
+    assert both.losses == alone.losses
+    np.testing.assert_array_equal(both.image, alone.image)
+
+
+def test_the_numbers_do_not_depend_on_the_time_used(photo, alex, monkeypatch):
+    """A run that uses 80 % of its time limit gives the same losses and images, bit for bit, as
+    one without a limit: the learning rate is a function of the step number alone. The clock is
+    simulated (every reading 1 s later), so the test does not depend on this machine's load; a
+    schedule driven by the time used (a share of the limit per loss) differs here."""
+    kw = dict(size=32, copies=2, max_shift=2, steps=8)
+    free = L.mse_blur_experiment(photo, {"alex": alex}, max_seconds=None, **kw)
+    counting = FakeClock()
+    monkeypatch.setattr(L, "time", counting)
+    L.mse_blur_experiment(photo, {"alex": alex}, max_seconds=None, **kw)
+    monkeypatch.setattr(L, "time", FakeClock())
+    timed = L.mse_blur_experiment(photo, {"alex": alex}, max_seconds=1.25 * counting.calls, **kw)
+    assert timed.stopped == "steps" and timed.steps == free.steps == {"MSE": 8, "alex": 8}
+    for label in ("MSE", "alex"):
+        assert timed.runs[label].losses == free.runs[label].losses
+        np.testing.assert_array_equal(timed.runs[label].image, free.runs[label].image)
+
+
+def test_time_limit_stops_every_loss_after_the_same_steps(photo, alex):
+    """10,000 steps asked, a 1.5 s limit: the experiment ends within the limit (a round starts
+    only when one more fits at the pace so far; plus slack for a loaded machine), with every
+    loss stopped by time after the same number of steps, and budget_text says how many."""
+    torch.optim.Adam([torch.zeros(1, requires_grad=True)])  # its first use imports torch._dynamo (seconds, once)
+    slowed = Slowed(alex, 0.01)
+    start = time.perf_counter()
+    res = L.mse_blur_experiment(photo, {"alex": slowed}, size=32, copies=2, steps=10_000, max_seconds=1.5)
+    took = time.perf_counter() - start
+    k = res.runs["MSE"].steps
+    assert 0 < k < 10_000 and res.steps == {"MSE": k, "alex": k} and res.equal_steps
+    assert res.stopped == "time" and all(r.stopped == "time" for r in res.runs.values()) and not res.cancelled
+    assert took < 1.5 + 1.0, took
+    equal, text = L.budget_text(res, "loss")
+    assert not equal
+    assert text.startswith(f"The time limit (1.5 s) stopped the experiment after **{k} of 10000 steps**. "
+                           f"Every loss took the same {k} steps")
+
+
+def test_budget_text_names_the_losses_that_got_fewer_steps(photo):
+    """Unequal steps happen only when a run is cancelled mid-round; the text then names who got fewer."""
+    res = L.mse_blur_experiment(photo, {}, size=32, steps=3, max_seconds=None)
+    short = L.LossRun(res.start, [1.0], 1, 0.1, "cancelled", 1.0)
+    odd = L.BlurExperiment(res.reference, res.copies, res.shifts, res.mean, res.start,
+                           {"MSE": res.runs["MSE"], "VGG": short}, 0.0, 0.1, True, res.settings, "cancelled")
+    assert not odd.equal_steps and odd.steps == {"MSE": 3, "VGG": 1}
+    assert L.budget_text(odd, "loss") == (False, "**Unequal budgets:** VGG 1 steps against 3 for the others "
+                                                 "(of 3 asked): compare these results with care.")
+
+
 def test_progress_is_reported_and_can_stop(photo):
     seen = []
 
@@ -116,20 +242,26 @@ def test_progress_is_reported_and_can_stop(photo):
         return len(seen) < 5
 
     res = L.mse_blur_experiment(photo, {}, size=32, steps=50, progress=progress)
-    assert res.cancelled and res.runs[L.MSE_LABEL].stopped == "cancelled"
-    assert res.runs[L.MSE_LABEL].steps == 3  # "preparing", then steps 1–3 ran; the 5th report stopped it
-    assert all(0 <= f <= 1 for f, _ in seen) and seen[1][1] == "MSE: step 1 of 50"
+    assert res.cancelled and res.stopped == "cancelled" and res.runs[L.MSE_LABEL].stopped == "cancelled"
+    assert res.runs[L.MSE_LABEL].steps == 3  # set-up, then steps 1–3 ran; the 5th report stopped it
+    assert all(0 <= f <= 1 for f, _ in seen)
+    assert [m for _, m in seen[:2]] == ["MSE: features of the 8 copies", "MSE: step 1 of 50"]
+    assert seen[2][1].startswith("MSE: step 2 of 50 · about ") and seen[2][1].endswith(" s left")
     event = threading.Event()
     event.set()
     res = L.mse_blur_experiment(photo, {}, size=32, steps=5, cancel=event)
     assert res.cancelled and res.runs == {} and np.isnan(res.mse_gap)
 
 
-def test_time_budget_stops_runs(photo, alex):
-    res = L.mse_blur_experiment(photo, {"alex": alex}, size=32, steps=10_000, max_seconds=0.5)
-    assert not res.cancelled
-    assert all(r.stopped == "time" and r.steps < 10_000 for r in res.runs.values())
-    assert sum(r.seconds for r in res.runs.values()) < 5
+def test_time_limit_in_the_set_up_leaves_every_loss_at_the_start(photo, alex):
+    """A limit that ends during the set-up (the copies' features): no loss takes a step, each
+    ends where it started."""
+    res = L.mse_blur_experiment(photo, {"alex": alex}, size=256, copies=64, max_shift=16, steps=10,
+                                max_seconds=0.05)
+    assert res.steps == {"MSE": 0, "alex": 0} and res.stopped == "time"
+    for run in res.runs.values():
+        np.testing.assert_array_equal(run.image, res.start)
+        assert run.losses == [] and np.isnan(run.seconds_per_step)
 
 
 def test_errors(photo, alex):
@@ -177,16 +309,54 @@ def test_fooling_bookkeeping_on_alexnet(photo, cat, alex):
     assert res.source_to_target == pytest.approx(float(np.sqrt(((res.source - res.target) ** 2).mean())), rel=1e-4)
 
 
+def test_fooling_every_metric_takes_the_same_steps(photo, cat, alex, st_alex):
+    res = L.fooling_experiment(photo, cat, {"alex": alex, "st": st_alex}, size=48, steps=6, max_seconds=None)
+    assert res.steps == {"alex": 6, "st": 6} and res.equal_steps and res.stopped == "steps"
+    assert all(len(r.distances) == len(r.l2s) == 6 and not r.check_cut for r in res.runs.values())
+    assert L.budget_text(res, "metric") == (True, "**Equal budgets:** every metric took the same **6 steps**.")
+
+
+def test_fooling_time_limit_stops_every_metric_after_the_same_steps(photo, cat, alex, st_alex):
+    """10,000 steps asked, a 2 s limit: every metric stops by time after the same steps, and the
+    final check still runs (time is kept for it), so each image is within ε of the source."""
+    models = {"alex": Slowed(alex, 0.01), "st": st_alex}
+    start = time.perf_counter()
+    res = L.fooling_experiment(photo, cat, models, eps=0.05, size=48, steps=10_000, max_seconds=2.0)
+    took = time.perf_counter() - start
+    k = res.runs["alex"].steps
+    assert 0 < k < 10_000 and res.steps == {"alex": k, "st": k} and res.stopped == "time"
+    assert all(r.stopped == "time" and not r.check_cut and r.distance <= 0.05 for r in res.runs.values())
+    assert took < 2.0 + 1.5, took
+    assert L.budget_text(res, "metric")[1].startswith(f"The time limit (2 s) stopped the experiment after **{k} of "
+                                                      "10000 steps**. Every metric took the same")
+
+
+def test_fooling_numbers_do_not_depend_on_the_time_used(photo, cat, alex, monkeypatch):
+    """As for the blur experiment: half of the time limit used (a simulated clock; the attack also
+    keeps time for its final check), the same attack."""
+    kw = dict(size=48, steps=6)
+    free = L.fooling_experiment(photo, cat, {"a": alex}, max_seconds=None, **kw).runs["a"]
+    counting = FakeClock()
+    monkeypatch.setattr(L, "time", counting)
+    L.fooling_experiment(photo, cat, {"a": alex}, max_seconds=None, **kw)
+    monkeypatch.setattr(L, "time", FakeClock())
+    timed = L.fooling_experiment(photo, cat, {"a": alex}, max_seconds=2.0 * counting.calls, **kw).runs["a"]
+    assert timed.stopped == "steps" and timed.steps == free.steps == 6 and not timed.check_cut
+    assert timed.distances == free.distances and timed.l2s == free.l2s and timed.l2 == free.l2
+    np.testing.assert_array_equal(timed.image, free.image)
+
+
 @pytest.mark.slow
 def test_lpips_vgg_lets_the_image_move_further_than_elpips(photo, cat):
     """Kettunen et al.'s direction at the same ε = 0.05 (astronaut → chelsea, 48 px, the default
-    60 projected steps, no time limit): LPIPS-VGG lets the image move further in pixels than the
-    transform-ensembled ELPIPS. Measured: VGG 3.14 × ε, ELPIPS 1.86 × ε (paper: 16.2 and 3.0 with
-    a far longer attack and their own ℓ2 scale)."""
+    100 projected steps per metric, no time limit): LPIPS-VGG lets the image move further in
+    pixels than the transform-ensembled ELPIPS. Measured: VGG 3.33 × ε, ELPIPS 2.00 × ε (paper:
+    16.2 and 3.0 with a far longer attack and their own ℓ2 scale)."""
     vgg = LPIPS("vgg")
     d = {**L.defaults("cpu")["fooling"], "size": 48, "max_seconds": None}
     res = L.fooling_experiment(photo, cat, {"vgg": vgg, "elpips": ELPIPS(vgg)}, **d)
     v, e = res.runs["vgg"], res.runs["elpips"]
+    assert res.steps == {"vgg": 100, "elpips": 100}
     print(f"ratios: LPIPS-VGG {v.ratio:.2f}, ELPIPS {e.ratio:.2f}")
     assert v.l2 > e.l2 and v.ratio > 1.3 * e.ratio
     assert v.distance <= 0.05 and e.distance <= 0.05 and e.distance_stderr > 0
@@ -207,3 +377,20 @@ def test_figures_plot_the_values_given():
         loss_curves({"a": [0.0, 1.0]})
     with pytest.raises(ValueError, match="positive"):
         sharpness_bars({"a": 0.0})
+
+
+def test_enlarge_repeats_whole_pixels_to_at_least_192():
+    img = np.arange(96 * 96 * 3, dtype=np.float32).reshape(96, 96, 3)
+    big = enlarge(img)
+    assert big.shape == (192, 192, 3)
+    np.testing.assert_array_equal(big[::2, ::2], img)
+    np.testing.assert_array_equal(big[1::2, 1::2], img)
+    assert enlarge(np.zeros((48, 64, 3))).shape == (192, 256, 3)  # ×4: the short side reaches 192
+    assert enlarge(np.zeros((64, 64, 3))).shape == (192, 192, 3)
+    assert enlarge(np.zeros((128, 128, 3))).shape == (256, 256, 3)
+    small = np.zeros((200, 300, 3))
+    assert enlarge(small) is small  # already large enough: unchanged
+    with pytest.raises(ValueError, match=r"got shape \(4,\)"):
+        enlarge(np.zeros(4))
+    with pytest.raises(ValueError, match="at_least must be an int >= 1, got 0"):
+        enlarge(img, 0)

@@ -1,17 +1,42 @@
-"""Figures for "LPIPS as a loss": loss curves, sharpness, and the fooling experiment.
+"""Figures for "LPIPS as a loss": loss curves, sharpness, the fooling experiment, and the
+experiments' small images enlarged for display.
 
-Pure builders: data in, ``plotly.graph_objects.Figure`` out. They plot the values they are given
-(nothing is recomputed here), so a test can compare every plotted number with the library's.
+Pure builders: data in, ``plotly.graph_objects.Figure`` (or an image array) out. They plot the
+values they are given (nothing is recomputed here), so a test can compare every plotted number
+with the library's. Titles are short enough for a chart ~600 px wide (a page at 1024 px with its
+sidebar open); the explanations are in the axis titles and the page's captions.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Mapping, Sequence
 
+import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-__all__ = ["fooling_curves", "fooling_ratios", "loss_curves", "sharpness_bars"]
+__all__ = ["SHOWN_SIDE", "enlarge", "fooling_curves", "fooling_ratios", "loss_curves", "sharpness_bars"]
+
+#: The least side, in px, an experiment's image is shown at (``enlarge``).
+SHOWN_SIDE = 192
+
+
+def enlarge(img: np.ndarray, at_least: int = SHOWN_SIDE) -> np.ndarray:
+    """``img`` ``(H, W, C)`` repeated ``f × f`` (nearest neighbour, every pixel an ``f × f``
+    block) with ``f = ceil(at_least / min(H, W))``, at least 1: a 96 px result becomes 192 px, so
+    that blur and artefacts are seen as computed, not smoothed by the browser's resampling.
+
+    Raises:
+        ValueError: ``img`` not ``(H, W)`` or ``(H, W, C)`` with ``H, W ≥ 1``, or ``at_least < 1``.
+    """
+    img = np.asarray(img)
+    if img.ndim not in (2, 3) or min(img.shape[:2]) < 1:
+        raise ValueError(f"img must be (H, W) or (H, W, C) with H, W >= 1, got shape {img.shape}")
+    if isinstance(at_least, bool) or not isinstance(at_least, int) or at_least < 1:
+        raise ValueError(f"at_least must be an int >= 1, got {at_least!r}")
+    f = max(1, math.ceil(at_least / min(img.shape[:2])))
+    return np.repeat(np.repeat(img, f, axis=0), f, axis=1) if f > 1 else img
 
 
 def _check_named(name: str, data: Mapping) -> None:
@@ -39,8 +64,9 @@ def loss_curves(curves: Mapping[str, Sequence[float]]) -> go.Figure:
         fig.add_trace(go.Scatter(x=list(range(1, len(values) + 1)), y=[v / values[0] for v in values],
                                  mode="lines", name=label,
                                  hovertemplate=f"{label}<br>step %{{x}}: %{{y:.3f}} × the first value<extra></extra>"))
-    fig.update_layout(title="Loss per step, relative to its first value", xaxis_title="step",
-                      yaxis_title="loss / loss at step 1", height=360, margin=dict(t=50, b=40, l=60, r=20))
+    fig.update_layout(title="Loss ÷ its first value, per step", xaxis_title="step",
+                      yaxis_title="loss ÷ loss at step 1", height=380, margin=dict(t=50, b=40, l=60, r=20),
+                      legend=dict(orientation="h", yanchor="top", y=-0.18, x=0))
     return fig
 
 
@@ -61,8 +87,8 @@ def sharpness_bars(values: Mapping[str, float]) -> go.Figure:
     fig = go.Figure(go.Bar(x=names, y=ys, text=[f"{y:.3g}" for y in ys], textposition="outside",
                            hovertemplate="%{x}: %{y:.3g} × the reference's high-frequency energy<extra></extra>"))
     fig.add_hline(y=1.0, line_dash="dash", annotation_text="reference", annotation_position="top left")
-    fig.update_layout(title="High-frequency energy ÷ the reference's (Laplacian energy)", yaxis_type="log",
-                      yaxis_title="relative to the reference", height=360, margin=dict(t=50, b=40, l=60, r=20))
+    fig.update_layout(title="Sharpness: high-frequency energy", yaxis_type="log",
+                      yaxis_title="÷ the reference's", height=380, margin=dict(t=50, b=40, l=60, r=20))
     return fig
 
 
@@ -91,7 +117,8 @@ def fooling_curves(runs: Mapping[str, tuple[Sequence[float], Sequence[float]]], 
                                  showlegend=False, line=dict(color=color)), row=2, col=1)
     fig.add_hline(y=float(eps), line_dash="dash", annotation_text="ε", row=1, col=1)
     fig.update_xaxes(title_text="step", row=2, col=1)
-    fig.update_layout(height=480, margin=dict(t=50, b=40, l=60, r=20))
+    fig.update_layout(height=500, margin=dict(t=50, b=40, l=60, r=20),
+                      legend=dict(orientation="h", yanchor="top", y=-0.12, x=0))
     return fig
 
 
@@ -110,10 +137,11 @@ def fooling_ratios(ours: Mapping[str, float], published: Mapping[str, tuple[floa
     fig = go.Figure(go.Bar(name="this run", x=list(ours), y=[float(v) for v in ours.values()],
                            text=[f"{float(v):.2f}" for v in ours.values()], textposition="outside"))
     if published:
-        fig.add_trace(go.Bar(name="Kettunen et al. 2019 (their attack and setting)", x=list(published),
+        fig.add_trace(go.Bar(name="Kettunen et al. 2019 (their attack)", x=list(published),
                              y=[m for m, _ in published.values()],
                              error_y=dict(type="data", array=[se for _, se in published.values()]),
-                             text=[f"{m:g}" for m, _ in published.values()], textposition="outside"))
-    fig.update_layout(title="Pixel distance reached ÷ ε", yaxis_title="RMS distance / ε", barmode="group",
-                      height=380, margin=dict(t=50, b=40, l=60, r=20))
+                             text=[f"{m:g} ± {se:g}" for m, se in published.values()], textposition="inside"))
+    fig.update_layout(title="Pixel distance reached ÷ ε", yaxis_title="RMS distance ÷ ε", barmode="group",
+                      height=400, margin=dict(t=50, b=40, l=60, r=20),
+                      legend=dict(yanchor="top", y=0.99, x=0.01, bgcolor="rgba(255,255,255,0.8)"))
     return fig
