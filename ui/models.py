@@ -93,7 +93,7 @@ def start_warm_up(net: str = "alex", version: str = "0.1", lin: bool = True) -> 
                     model = _load_model(net, version, lin, device)
                     x = torch.zeros(1, 3, 64, 64, device=device)
                     with torch.inference_mode():
-                        model(x, x)
+                        model(x, x, normalize=False)  # zeros are a valid [-1, 1] input: no range warning
                     print(f"lpips-explorer: warmed up net={net} device={device}", file=sys.stderr, flush=True)
                 except Exception:  # noqa: BLE001 - a warm-up must never take the server down
                     log.warning("the background warm-up of %s failed", net, exc_info=True)
