@@ -395,6 +395,7 @@ def embed(
     shard: tuple[int, int] | None = None,
     max_side: int | None = None,
     memory_budget: int = DEFAULT_BUDGET,
+    spill: str | os.PathLike[str] | None = None,
     threads: int = 2,
     progress: Callable[[int, int], None] | None = None,
 ) -> Embedding:
@@ -410,7 +411,9 @@ def embed(
             net, version and lin, its own convention, native size.
         names: names of the images when given as paths or arrays (default: file names or indices).
         out: a folder to stream φ to (``phi-I-of-N.npy`` float32, ``norms-I-of-N.npy`` float64,
-            ``embedding-I-of-N.json``); ``None`` keeps φ in memory (refused above ``memory_budget``).
+            ``embedding-I-of-N.json``); ``None`` keeps φ in memory (above ``memory_budget``:
+            streamed to ``spill`` if given, else refused).
+        spill: a folder for φ when ``out`` is ``None`` and φ would exceed ``memory_budget``.
         shard: ``(i, n)``: embed only the ``i``-th of ``n`` contiguous slices of the sorted images
             (needs ``out``; :func:`open_embedding` joins the shards).
         max_side: downscale images whose longer side exceeds it on load (default: none).
@@ -498,8 +501,12 @@ def embed(
                 vecs, layout_now = phi(model, x)
                 if layout is None:
                     layout = layout_now
+                    if out_dir is None and spill is not None and len(items) * layout.dim * 4 > memory_budget:
+                        out_dir = Path(spill)
+                        out_dir.mkdir(parents=True, exist_ok=True)
+                        phi_path = out_dir / f"phi-{tag}.npy"
                     if out_dir is None:
-                        if n_total * layout.dim * 4 > memory_budget and len(items) > 1:
+                        if len(items) * layout.dim * 4 > memory_budget and len(items) > 1:
                             raise ValueError(
                                 f"{len(items)} embeddings of {layout.dim:,} floats take "
                                 f"{len(items) * layout.dim * 4 / 2**30:.1f} GiB, over the memory budget of "
