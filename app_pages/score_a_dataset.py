@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
 import tempfile
 from pathlib import Path
 
@@ -28,12 +27,13 @@ from lpips_core import WeightsUnavailable, metric_registry
 from lpips_core.conventions import resize
 from lpips_core.datasets import Scorer, match_folders, parse_spec, score_pairs
 from lpips_core.datasets.archive import ArchiveRefused, dataset_folders, extract_zip
-from lpips_explorer.demo_dataset import make_demo
 from lpips_core.datasets.explain import explain
 from lpips_core.datasets.loader import MISMATCH_POLICIES, decode_pair
 from lpips_core.datasets.methods import compare_methods, same_ranking
 from lpips_core.datasets.score import package_versions
 from lpips_explorer.figures.maps import map_overlay
+from ui.uploads import demo_root
+from ui.uploads import replace_root as _replace_root
 
 SOURCES = ("Built-in demo set", "A zip of folders", "Two sets of files")
 DEFAULT_METRICS = ("mse", "psnr", "ssim", "lpips-alex")
@@ -45,27 +45,6 @@ RESULT, ZIP_ROOT, FILES_ROOT = "ds_result", "ds_zip_root", "ds_files_root"
 
 
 # --------------------------------------------------------------------------- data sources
-@st.cache_resource(show_spinner="Writing the demo set…")
-def demo_root() -> str:
-    """The demo set, written once per server into a temporary folder."""
-    root = Path(tempfile.mkdtemp(prefix="lpips-demo-"))
-    make_demo(root)
-    return str(root)
-
-
-def _replace_root(key: str, digest: str, make) -> Path | None:
-    """The folder stored under ``key`` for content ``digest``; made by ``make()`` when new."""
-    old = st.session_state.get(key)
-    if old and old[0] == digest:
-        return Path(old[1])
-    if old:
-        shutil.rmtree(old[1], ignore_errors=True)
-        del st.session_state[key]
-    root = make()
-    st.session_state[key] = (digest, str(root))
-    return root
-
-
 def _guess(dirs: list[Path], words: tuple[str, ...], default: int) -> int:
     for i, d in enumerate(dirs):
         if any(w in d.name.lower() for w in words):

@@ -1,0 +1,144 @@
+"""LPIPS space: a set of images embedded once, mapped in the plane, with its diversity and neighbours.
+
+The set is the built-in demo set (:func:`lpips_explorer.demo_dataset.make_demo`: patches, their
+blurs and shifted noisy copies) or a zip of images (unpacked by the hostile-safe
+:func:`lpips_core.datasets.archive.extract_zip`, as on "Score a dataset"). Everything comes from
+:func:`lpips_explorer.space_view.analyse_set` (one forward pass per image, the Gram matrix, MDS)
+under the sidebar's LPIPS configuration; figures from :mod:`lpips_explorer.figures.space` and
+:func:`lpips_explorer.figures.maps.map_overlay`. This file reads widgets and draws results.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import streamlit as st
+
+import ui
+from lpips_core.datasets.archive import ArchiveRefused, dataset_folders, extract_zip
+from lpips_core.datasets.specs import MetricSpec
+from lpips_explorer.figures.maps import map_overlay
+from lpips_explorer.figures.space import image_strip, space_map
+from lpips_explorer.space_view import analyse_set
+from ui.uploads import demo_root, replace_root
+
+SOURCES = ("Built-in demo set", "A zip of images")
+SIZES = ("native", 64, 128, 256)
+ZIP_ROOT = "sp_zip_root"
+MAX_K = 10
+
+
+@st.cache_data(show_spinner="Embedding every image once, then all pairs…", max_entries=6)
+def view(folder: str, spec_name: str, _model):
+    """The page's view of ``folder`` under ``spec_name`` (the model is the sidebar's, keyed by the spec)."""
+    from lpips_core.datasets.specs import parse_spec
+
+    return analyse_set(_model, folder, parse_spec(spec_name), k=MAX_K)
+
+
+def folder_from_zip() -> Path | None:
+    up = st.file_uploader("A zip of images (any folders inside; every image is one point)", type=["zip"],
+                          key="sp_zip")
+    if up is None:
+        st.info("Upload a zip of images, or choose the built-in demo set.")
+        return None
+    data = up.getvalue()
+    try:
+        root = replace_root(ZIP_ROOT, hashlib.sha256(data).hexdigest(), lambda: extract_zip(data).root)
+    except ArchiveRefused as exc:
+        st.error(f"The zip was refused: {ui.md_escape(str(exc))}")
+        return None
+    return dataset_folders(root)[0]  # inside a single top-level folder, names start below it
+
+
+def pick_query(names: list[str]) -> None:
+    """A click on the map makes that image the query (the selectbox below follows)."""
+    event = st.session_state.get("sp_map")
+    points = (event or {}).get("selection", {}).get("points", []) if isinstance(event, dict) else \
+        getattr(getattr(event, "selection", None), "points", [])
+    for p in points:
+        row = p.get("customdata") if isinstance(p, dict) else None
+        if isinstance(row, list):
+            row = row[0] if row else None
+        if isinstance(row, int) and 0 <= row < len(names):
+            st.session_state["sp_query"] = names[row]
+            return
+
+
+# --------------------------------------------------------------------------- the page
+st.title("LPIPS space")
+st.markdown(
+    "With non-negative channel weights, LPIPS is a squared distance between two embeddings: each image "
+    "goes through the network **once**, and every pair's distance comes from one matrix product. Here is "
+    "a whole set at once: its map, its diversity and each image's nearest neighbours, exactly."
+)
+source = st.radio("Images", SOURCES, key="sp_source", horizontal=True)
+if source == SOURCES[0]:
+    folder = Path(demo_root())
+    st.caption("36 patches: 12 cut from the sample photos (reference/), each blurred (A-blur/) and shifted by "
+               "2 px plus noise (B-shift-noise/).")
+else:
+    folder = folder_from_zip()
+c1, c2 = st.columns(2)
+size = c1.selectbox("Working size", SIZES, key="sp_size", format_func=lambda s: "native" if s == "native" else
+                    f"{s} × {s} px", help="LPIPS compares images of one size: choose one when the set's sizes differ.")
+k = c2.slider("Neighbours shown", 1, MAX_K, 5, key="sp_k")
+if folder is None:
+    st.stop()
+cfg = ui.app_config()
+model = ui.get_model()
+if model is None:
+    st.stop()
+spec = MetricSpec("lpips", net=cfg.net, version=cfg.version, lin=cfg.lin, size=None if size == "native" else size)
+try:
+    v = view(str(folder), spec.name, model)
+except ValueError as exc:
+    st.error(ui.md_escape(str(exc)))
+    st.stop()
+names = v.names
+
+# ---- the number
+s = v.stats
+lo, hi = s["ci95"]
+m1, m2, m3 = st.columns(3)
+m1.metric("Diversity (mean LPIPS over all pairs)", f"{s['mean']:.4f}")
+m2.metric("95 % interval", "—" if lo is None else f"{lo:.4f} – {hi:.4f}")
+m3.metric("Images · pairs", f"{s['images']} · {s['pairs']}")
+st.caption(f"{spec.name} at {v.input_size[1]} × {v.input_size[0]} px. Interval: jackknife over images (leave one "
+           "image out): pairs share images, so they are not independent draws. "
+           + (f"{len(v.skipped)} unreadable file(s) left out." if v.skipped else ""))
+
+# ---- the map
+nearest = [(names[int(r[0])], float(dv[0])) for r, dv in zip(v.nn_index, v.nn_distance)]
+if st.session_state.get("sp_query") not in names:
+    st.session_state["sp_query"] = names[0]
+query = names.index(st.session_state["sp_query"])
+st.subheader("The map")
+st.plotly_chart(space_map(v.xy, names, thumbnails=v.thumbs, groups=v.groups, nearest=nearest, highlight=query),
+                key="sp_map", on_select=lambda: pick_query(names), selection_mode="points")
+st.caption("Metric MDS (scikit-learn) of √LPIPS, the Euclidean distance between embeddings: close images lie "
+           "close. Hover a point for its name and nearest image; click one to make it the query.")
+
+# ---- query → nearest
+st.subheader("Nearest images")
+st.selectbox("Query", names, key="sp_query")
+query = names.index(st.session_state["sp_query"])
+idx, dist = v.nn_index[query][:k], v.nn_distance[query][:k]
+st.plotly_chart(image_strip([v.thumbs[query]] + [v.thumbs[int(j)] for j in idx],
+                            [f"query: {names[query]}"] + [f"{names[int(j)]}<br>{dv:.4f}" for j, dv in zip(idx, dist)],
+                            height=210), key="sp_strip")
+st.caption("Nearest first; equal distances (identical images) by name. The same search as "
+           "`python -m lpips_core neighbours DIR DIR`.")
+
+# ---- closest and farthest pairs
+st.subheader("Closest and farthest pairs")
+cols = st.columns(2)
+for col, label in zip(cols, ("closest", "farthest")):
+    p = v.pairs[label]
+    with col:
+        st.markdown(f"**{label.capitalize()}**: {ui.md_escape(names[p['i']])} and {ui.md_escape(names[p['j']])}, "
+                    f"LPIPS {p['d']:.4f}")
+        st.image([p["a"], p["b"]], caption=[names[p["i"]], names[p["j"]]], width=150)
+        st.plotly_chart(map_overlay(p["b"], p["map"], title=f"spatial LPIPS (mean {p['map'].mean():.4f})",
+                                    height=280), key=f"sp_pair_{label}")
