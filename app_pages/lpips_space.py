@@ -69,21 +69,20 @@ def pick_query(names: list[str]) -> None:
 # --------------------------------------------------------------------------- the page
 st.title("LPIPS space")
 st.markdown(
-    "With non-negative channel weights, LPIPS is a squared distance between two embeddings: each image "
-    "goes through the network **once**, and every pair's distance comes from one matrix product. Here is "
-    "a whole set at once: its map, its diversity and each image's nearest neighbours, exactly."
+    "LPIPS is a squared distance between two embeddings: each image goes through the network **once**, and "
+    "every pair's distance comes from one matrix product. A whole set at once: its map, diversity and neighbours."
 )
-source = st.radio("Images", SOURCES, key="sp_source", horizontal=True)
-if source == SOURCES[0]:
-    folder = Path(demo_root())
-    st.caption("36 patches: 12 cut from the sample photos (reference/), each blurred (A-blur/) and shifted by "
-               "2 px plus noise (B-shift-noise/).")
-else:
-    folder = folder_from_zip()
-c1, c2 = st.columns(2)
+c0, c1, c2 = st.columns([1.4, 1, 1])
+source = c0.radio("Images", SOURCES, key="sp_source")
 size = c1.selectbox("Working size", SIZES, key="sp_size", format_func=lambda s: "native" if s == "native" else
                     f"{s} × {s} px", help="LPIPS compares images of one size: choose one when the set's sizes differ.")
 k = c2.slider("Neighbours shown", 1, MAX_K, 5, key="sp_k")
+if source == SOURCES[0]:
+    folder = Path(demo_root())
+    st.caption("The demo set: 12 patches of the sample photos (reference/), each blurred (A-blur/) and shifted "
+               "by 2 px plus noise (B-shift-noise/).")
+else:
+    folder = folder_from_zip()
 if folder is None:
     st.stop()
 cfg = ui.app_config()
@@ -101,13 +100,13 @@ names = v.names
 # ---- the number
 s = v.stats
 lo, hi = s["ci95"]
-m1, m2, m3 = st.columns(3)
-m1.metric("Diversity (mean LPIPS over all pairs)", f"{s['mean']:.4f}")
-m2.metric("95 % interval", "—" if lo is None else f"{lo:.4f} – {hi:.4f}")
-m3.metric("Images · pairs", f"{s['images']} · {s['pairs']}")
-st.caption(f"{spec.name} at {v.input_size[1]} × {v.input_size[0]} px. Interval: jackknife over images (leave one "
-           "image out): pairs share images, so they are not independent draws. "
-           + (f"{len(v.skipped)} unreadable file(s) left out." if v.skipped else ""))
+m1, m2 = st.columns([1, 1.5])
+m1.metric("Diversity (mean LPIPS)", f"{s['mean']:.4f}")
+m2.metric("95 % interval", "—" if lo is None else f"{lo:.4f}–{hi:.4f}")
+st.caption(f"Over all {s['pairs']} pairs of {s['images']} images; {spec.name} at {v.input_size[1]} × "
+           f"{v.input_size[0]} px. Interval: jackknife over images (leave one image out), since pairs that share "
+           "an image are not independent draws."
+           + (f" {len(v.skipped)} unreadable file(s) left out." if v.skipped else ""))
 
 # ---- the map
 nearest = [(names[int(r[0])], float(dv[0])) for r, dv in zip(v.nn_index, v.nn_distance)]
@@ -126,9 +125,11 @@ st.selectbox("Query", names, key="sp_query")
 query = names.index(st.session_state["sp_query"])
 idx, dist = v.nn_index[query][:k], v.nn_distance[query][:k]
 st.plotly_chart(image_strip([v.thumbs[query]] + [v.thumbs[int(j)] for j in idx],
-                            [f"query: {names[query]}"] + [f"{names[int(j)]}<br>{dv:.4f}" for j, dv in zip(idx, dist)],
-                            height=210), key="sp_strip")
-st.caption("Nearest first; equal distances (identical images) by name. The same search as "
+                            ["query"] + [f"{r} · {dv:.4f}" for r, dv in enumerate(dist, start=1)],
+                            hover=[names[query]] + [names[int(j)] for j in idx], height=170), key="sp_strip")
+st.caption("Nearest first: " + " · ".join(f"{r}. {ui.md_escape(names[int(j)])} ({dv:.4f})"
+                                         for r, (j, dv) in enumerate(zip(idx, dist), 1))
+           + ". Equal distances (identical images) go by name; the same search as "
            "`python -m lpips_core neighbours DIR DIR`.")
 
 # ---- closest and farthest pairs
@@ -139,6 +140,6 @@ for col, label in zip(cols, ("closest", "farthest")):
     with col:
         st.markdown(f"**{label.capitalize()}**: {ui.md_escape(names[p['i']])} and {ui.md_escape(names[p['j']])}, "
                     f"LPIPS {p['d']:.4f}")
-        st.image([p["a"], p["b"]], caption=[names[p["i"]], names[p["j"]]], width=150)
+        st.image([p["a"], p["b"]], caption=[names[p["i"]], names[p["j"]]], width=120)
         st.plotly_chart(map_overlay(p["b"], p["map"], title=f"spatial LPIPS (mean {p['map'].mean():.4f})",
                                     height=280), key=f"sp_pair_{label}")

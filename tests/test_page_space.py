@@ -33,10 +33,11 @@ def test_demo_set_map_number_and_neighbours(app, expected):
     at = ok(app.run())
     at = ok(at.switch_page(PAGE).run())
     metrics = {m.label: m.value for m in at.metric}
-    assert metrics["Diversity (mean LPIPS over all pairs)"] == f"{stats['mean']:.4f}"
+    assert metrics["Diversity (mean LPIPS)"] == f"{stats['mean']:.4f}"
     lo, hi = stats["ci95"]
-    assert metrics["95 % interval"] == f"{lo:.4f} – {hi:.4f}"
-    assert metrics["Images · pairs"] == "36 · 630"
+    assert metrics["95 % interval"] == f"{lo:.4f}–{hi:.4f}"
+    assert any(c.value.startswith("Over all 630 pairs of 36 images; lpips-alex-0.1-lin-[-1,1] at 96 × 96 px")
+               for c in at.caption)
     charts = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
     assert len(charts) == 4  # the map, the strip, the two pairs' maps
     the_map, strip = charts[0], charts[1]
@@ -46,15 +47,16 @@ def test_demo_set_map_number_and_neighbours(app, expected):
     assert {t["name"] for t in the_map["data"]} == {"reference", "A-blur", "B-shift-noise", "query"}
     # the strip: the query (the first name) and its 5 nearest others, nearest first, with their distances
     titles = [a["text"] for a in strip["layout"]["annotations"]]
-    assert titles[0] == f"query: {names[0]}"
-    assert titles[1:] == [f"{names[j]}<br>{v:.4f}" for j, v in zip(nn.indices[0], nn.distances[0])]
+    assert titles == ["query"] + [f"{r} · {v:.4f}" for r, v in enumerate(nn.distances[0], 1)]
+    assert [t["name"] for t in strip["data"]] == [names[0]] + [names[j] for j in nn.indices[0]]
     # another query, and fewer neighbours
     at.selectbox(key="sp_query").set_value("reference/chelsea-0.png")
     at = ok(at.slider(key="sp_k").set_value(3).run())
     q = names.index("reference/chelsea-0.png")
     strip = json.loads(at.get("plotly_chart")[1].proto.spec)
+    assert [t["name"] for t in strip["data"]] == [names[q]] + [names[j] for j in nn.indices[q][:3]]
     assert [a["text"] for a in strip["layout"]["annotations"]][1:] == [
-        f"{names[j]}<br>{v:.4f}" for j, v in zip(nn.indices[q][:3], nn.distances[q][:3])]
+        f"{r} · {v:.4f}" for r, v in enumerate(nn.distances[q][:3], 1)]
     # the closest and farthest pairs, with the mean of their spatial maps equal to their distance
     iu = np.triu_indices(len(names), 1)
     lo_pair = (iu[0][np.argmin(d[iu])], iu[1][np.argmin(d[iu])])
@@ -84,7 +86,7 @@ def test_zip_upload_is_guarded_then_mapped(app, tmp_path):
     members = {f"mine/{n}": (demo.reference / n).read_bytes() for n in demo.names[:4]}
     members["mine/other/wide.png"] = (demo.reference / demo.names[0]).read_bytes()
     at = ok(at.file_uploader(key="sp_zip").set_value(("good.zip", _zip(members), "application/zip")).run())
-    assert {m.label: m.value for m in at.metric}["Images · pairs"] == "5 · 10"
+    assert any(c.value.startswith("Over all 10 pairs of 5 images") for c in at.caption)
     # a copy of an image under another name is its nearest neighbour, at distance 0
     strip = json.loads(at.get("plotly_chart")[1].proto.spec)
-    assert strip["layout"]["annotations"][1]["text"] == "other/wide.png<br>0.0000"
+    assert strip["data"][1]["name"] == "other/wide.png" and strip["layout"]["annotations"][1]["text"] == "1 · 0.0000"

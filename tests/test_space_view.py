@@ -49,7 +49,9 @@ def test_space_map_has_a_point_and_a_thumbnail_per_image():
 
 
 def test_image_strip():
-    fig = image_strip(["data:a", "data:b"], ["query: x", "y<br>0.1"])
-    assert [a.text for a in fig.layout.annotations] == ["query: x", "y<br>0.1"] and len(fig.data) == 2
-    with pytest.raises(ValueError, match="one title per image"):
+    fig = image_strip(["data:a", "data:b"], ["query", "1 · 0.1000"], hover=["x.png", "y 100%.png"])
+    assert [a.text for a in fig.layout.annotations] == ["query", "1 · 0.1000"]
+    assert [t.name for t in fig.data] == ["x.png", "y 100%.png"]
+    assert fig.data[1].hovertemplate == "y 100%%.png<extra></extra>"
+    with pytest.raises(ValueError, match="one title"):
         image_strip(["data:a"], [])

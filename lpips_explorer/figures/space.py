@@ -42,11 +42,13 @@ def space_map(xy: np.ndarray, names: Sequence[str], *, thumbnails: Sequence[str]
                             f"<br>nearest: {nearest[i][0]} ({nearest[i][1]:.4f})") for i in rows]
         fig.add_trace(go.Scatter(
             x=xy[rows, 0], y=xy[rows, 1], mode="markers", name=g or "images", customdata=rows, text=text,
-            hovertemplate="%{text}<extra></extra>", marker=dict(size=10, line=dict(width=1, color="white")),
+            hovertemplate="%{text}<extra></extra>",
+            marker=dict(size=34 if thumbnails is not None and n <= MAP_THUMBNAILS else 10, symbol="square",
+                        line=dict(width=0)),
         ))
     span = float(max(np.ptp(xy[:, 0]), np.ptp(xy[:, 1]), 1e-9))
     if thumbnails is not None and n <= MAP_THUMBNAILS:
-        size = 0.06 * span
+        size = 0.05 * span  # a little under the square markers: each thumbnail gets its group's frame
         fig.update_layout(images=[dict(source=thumbnails[i], x=xy[i, 0], y=xy[i, 1], xref="x", yref="y",
                                        sizex=size, sizey=size, xanchor="center", yanchor="middle", layer="above")
                                   for i in range(n)])
@@ -59,29 +61,33 @@ def space_map(xy: np.ndarray, names: Sequence[str], *, thumbnails: Sequence[str]
                      title=None)
     fig.update_yaxes(range=[xy[:, 1].min() - pad, xy[:, 1].max() + pad], showticklabels=False, zeroline=False,
                      scaleanchor="x", title=None)
-    fig.update_layout(height=height, margin=dict(l=10, r=10, t=10, b=10, autoexpand=False),
-                      legend=dict(orientation="h", yanchor="bottom", y=0.0, x=0.0, bgcolor="rgba(255,255,255,0.7)"),
-                      dragmode="pan")
+    fig.update_layout(height=height, margin=dict(l=10, r=10, t=36, b=10, autoexpand=False),
+                      legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0.0), dragmode="pan")
     return fig
 
 
-def image_strip(images: Sequence[str], titles: Sequence[str], *, height: int = 200) -> go.Figure:
-    """Images side by side with a title each (e.g. a query, then its nearest images, nearest first).
+def image_strip(images: Sequence[str], titles: Sequence[str], *, hover: Sequence[str] | None = None,
+                height: int = 200) -> go.Figure:
+    """Images side by side with a short title each (e.g. a query, then its nearest images, nearest first).
 
     Args:
         images: PNG data URIs (see :func:`lpips_explorer.space_view.thumbnail`).
-        titles: one per image.
+        titles: one per image, short (a strip of ten leaves each ~50 px at 1024 px).
+        hover: one label per image shown on hover (e.g. its name); default: the title.
     """
-    if len(images) != len(titles) or not images:
-        raise ValueError(f"need one title per image and at least one image, got {len(images)} and {len(titles)}")
+    if len(images) != len(titles) or not images or (hover is not None and len(hover) != len(images)):
+        raise ValueError(f"need one title (and hover label) per image and at least one image, got {len(images)}, "
+                         f"{len(titles)} and {None if hover is None else len(hover)}")
     from plotly.subplots import make_subplots
 
     k = len(images)
     fig = make_subplots(rows=1, cols=k, subplot_titles=list(titles), horizontal_spacing=0.02)
     for i, src in enumerate(images, start=1):
-        fig.add_trace(go.Image(source=src, hoverinfo="skip", name=titles[i - 1]), row=1, col=i)
-    fig.update_xaxes(showticklabels=False, showgrid=False, zeroline=False)
-    fig.update_yaxes(showticklabels=False, showgrid=False, zeroline=False)
-    fig.update_annotations(font_size=11)
-    fig.update_layout(height=height, margin=dict(l=5, r=5, t=40, b=5, autoexpand=False), showlegend=False)
+        label = (hover or titles)[i - 1]
+        fig.add_trace(go.Image(source=src, name=label, hovertemplate=label.replace("%", "%%") + "<extra></extra>"),
+                      row=1, col=i)
+    fig.update_xaxes(showticklabels=False, showgrid=False, zeroline=False, showline=False, ticks="")
+    fig.update_yaxes(showticklabels=False, showgrid=False, zeroline=False, showline=False, ticks="")
+    fig.update_annotations(font_size=12)
+    fig.update_layout(height=height, margin=dict(l=5, r=5, t=30, b=5, autoexpand=False), showlegend=False)
     return fig
