@@ -26,7 +26,7 @@ Cases (same inputs, same device, same backbone weights for both):
 - ``allpairs-alex-256``: the mean LPIPS over all 1,128 pairs of 48 seeded 256 px crops of the
   sample photos. Reference: its ``lpips_1dir_allpairs.py`` loop (load each file, then every later
   file, one forward per pair); ours: :func:`lpips_core.space.embed` (one pass per image), the
-  blocked Gram matrix and the jackknife interval (what ``diversity DIR`` runs). Floor: the 48
+  blocked Gram matrix, tile by tile, and the jackknife interval (what ``diversity DIR`` runs). Floor: the 48
   images' backbone passes. ``neighbours-alex-256``: each image's 5 nearest others in the same set
   (the same 1,128 reference forwards, then sorting; ours :func:`lpips_core.space.nearest`).
   ``--only allpairs`` runs these two.
@@ -430,10 +430,10 @@ def allpairs_case(ours, ref, device, repeat, folder: Path) -> Case:
     names = sorted(p.name for p in folder.iterdir())
 
     def run_ours():
-        emb = space.embed(ours, folder)
-        return space.diversity(emb, device=device)
+        return space.diversity(space.embed(ours, folder), device=device)
 
-    stats, d = run_ours()
+    stats = run_ours()
+    d = space.pairwise_distances(space.embed(ours, folder))
     ref_values = reference_allpairs(ref, folder, device)
     diff = max(abs(d[names.index(a), names.index(b)] - v) for (a, b), v in ref_values.items())
     diff = max(diff, abs(stats["mean"] - float(np.mean(list(ref_values.values())))))

@@ -43,7 +43,7 @@ t0 = time.perf_counter()
 with tempfile.TemporaryDirectory(prefix="lpips-space-") as tmp:
     emb = space.embed(model, folder, memory_budget=budget, spill=tmp)
     t1 = time.perf_counter()
-    stats, d = space.diversity(emb, memory_budget=budget, device=device)
+    stats = space.diversity(emb, memory_budget=budget, device=device)
     t2 = time.perf_counter()
     out = dict(n=len(emb), dim=emb.dim, phi_bytes=emb.nbytes, embed_s=t1 - t0, gram_s=t2 - t1, total_s=t2 - t0,
                mean=stats["mean"], ci95=stats["ci95"], streamed=emb.manifest["phi"] is not None,

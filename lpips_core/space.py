@@ -874,39 +874,15 @@ def nearest(queries: Embedding, pool: Embedding, k: int = 5, *, exclude_self: bo
 
 
 # --------------------------------------------------------------------------- diversity
-def jackknife_interval(d: np.ndarray, *, level: float = 0.95) -> dict:
-    """Mean over the ``N (N − 1) / 2`` pairs of a distance matrix, with an interval over images.
-
-    The mean over all pairs is a U-statistic of degree 2; its pairs share images, so they are not
-    independent (a Student t over pairs treats 66 pairs of 12 images as 66 independent draws).
-    The standard error is the jackknife over images (Arvesen 1969): ``U₋ᵢ``, the mean over the
-    pairs without image ``i``, for each ``i``; ``se² = (N − 1)/N · Σ (U₋ᵢ − Ū)²``. The interval
-    is ``mean ± t_{(1+level)/2}(N − 1) · se``.
-
-    Returns:
-        ``{"images", "pairs", "mean", "std", "se", "ci95", "interval"}`` (``std``: the pair
-        distances' sample standard deviation, ``ddof=1``; ``None`` where undefined).
-    """
+def _interval(n: int, total: float, row: np.ndarray, std: float | None, level: float) -> dict:
+    """The summary of :func:`jackknife_interval` from the pair total, each image's row sum and the std."""
     from scipy import stats
 
-    d = np.asarray(d, dtype=np.float64)
-    n = d.shape[0]
-    if d.ndim != 2 or d.shape != (n, n):
-        raise ValueError(f"expected a square distance matrix, got shape {d.shape}")
-    if n < 2:
-        raise ValueError(f"all pairs need at least 2 images, got {n}")
-    iu = np.triu_indices(n, 1)
-    vals = d[iu]
-    pairs = vals.size
-    total = float(vals.sum(dtype=np.float64))
+    pairs = n * (n - 1) // 2
     mean = total / pairs
-    std = float(vals.std(ddof=1)) if pairs > 1 else None
     se = half = None
     if n >= 3:
-        sym = np.triu(d, 1)
-        sym = sym + sym.T
-        row = sym.sum(1)
-        loo = (total - row) / ((n - 1) * (n - 2) / 2)
+        loo = (total - row) / ((n - 1) * (n - 2) / 2)  # the mean over the pairs without image i
         se = float(math.sqrt((n - 1) / n * float(((loo - loo.mean()) ** 2).sum())))
         half = float(stats.t.ppf((1 + level) / 2, n - 1)) * se
     return {"images": n, "pairs": pairs, "mean": mean, "std": std, "se": se,
@@ -914,10 +890,76 @@ def jackknife_interval(d: np.ndarray, *, level: float = 0.95) -> dict:
             "interval": f"jackknife over images (leave one image out), Student t with N − 1 df, level {level}"}
 
 
-def diversity(emb: Embedding, *, memory_budget: int = DEFAULT_BUDGET, device=None) -> tuple[dict, np.ndarray]:
-    """All pairwise distances of ``emb`` and :func:`jackknife_interval` of them: ``(stats, matrix)``."""
-    d = pairwise_distances(emb, memory_budget=memory_budget, device=device)
-    return jackknife_interval(d), d
+def jackknife_interval(d: np.ndarray, *, level: float = 0.95) -> dict:
+    """Mean over the ``N (N − 1) / 2`` pairs of a distance matrix, with an interval over images.
+
+    The mean over all pairs is a U-statistic of degree 2; its pairs share images, so they are not
+    independent (a Student t over pairs treats 66 pairs of 12 images as 66 independent draws).
+    The standard error is the jackknife over images (Arvesen 1969): ``U₋ᵢ``, the mean over the
+    pairs without image ``i``, for each ``i``; ``se² = (N − 1)/N · Σ (U₋ᵢ − Ū)²``. The interval
+    is ``mean ± t_{(1+level)/2}(N − 1) · se`` (``None`` below 3 images).
+
+    Returns:
+        ``{"images", "pairs", "mean", "std", "se", "ci95", "interval"}`` (``std``: the pair
+        distances' sample standard deviation, ``ddof=1``; ``None`` where undefined).
+    """
+    d = np.asarray(d, dtype=np.float64)
+    n = d.shape[0]
+    if d.ndim != 2 or d.shape != (n, n):
+        raise ValueError(f"expected a square distance matrix, got shape {d.shape}")
+    if n < 2:
+        raise ValueError(f"all pairs need at least 2 images, got {n}")
+    vals = d[np.triu_indices(n, 1)]
+    upper = np.triu(d, 1)
+    row = upper.sum(1) + upper.sum(0)
+    return _interval(n, float(vals.sum()), row, float(vals.std(ddof=1)) if vals.size > 1 else None, level)
+
+
+def diversity(emb: Embedding, *, memory_budget: int = DEFAULT_BUDGET, device=None, level: float = 0.95,
+              progress: Callable[[int, int], None] | None = None) -> dict:
+    """:func:`jackknife_interval` of every pair of ``emb``, tile by tile, never holding the
+    ``N × N`` matrix: per image its row sum, and the pairs' count, mean and squared deviations
+    merged across tiles (Chan et al.); memory ``O(N)`` plus one tile.
+
+    Raises:
+        ValueError: fewer than 2 images.
+    """
+    n = len(emb)
+    if n < 2:
+        raise ValueError(f"all pairs need at least 2 images, got {n}")
+    side, chunk = _plan(n, n, emb.dim, memory_budget)
+    dev = _device(device)
+    content = np.array(emb.content)
+    row = np.zeros(n)
+    count, mean, m2 = 0, 0.0, 0.0
+    tiles = [(i0, j0) for i0 in range(0, n, side) for j0 in range(i0, n, side)]
+    if progress:
+        progress(0, len(tiles))
+    for done, (i0, j0) in enumerate(tiles, 1):
+        i1, j1 = min(n, i0 + side), min(n, j0 + side)
+        t = _distance_tile(emb, emb, i0, i1, j0, j1, chunk, dev, i0 == j0)
+        t[content[i0:i1, None] == content[None, j0:j1]] = 0.0  # identical images
+        if i0 == j0:
+            mask = np.triu(np.ones(t.shape, dtype=bool), 1)
+            t = np.where(mask, t, 0.0)
+            vals = t[mask]
+            row[i0:i1] += t.sum(1) + t.sum(0)
+        else:
+            vals = t.ravel()
+            row[i0:i1] += t.sum(1)
+            row[j0:j1] += t.sum(0)
+        if vals.size:
+            c, mu = vals.size, float(vals.mean())
+            q = float(((vals - mu) ** 2).sum())
+            delta = mu - mean
+            tot = count + c
+            mean += delta * c / tot
+            m2 += q + delta * delta * count * c / tot
+            count = tot
+        if progress:
+            progress(done, len(tiles))
+    std = math.sqrt(m2 / (count - 1)) if count > 1 else None
+    return _interval(n, float(row.sum()) / 2, row, std, level)
 
 
 # --------------------------------------------------------------------------- approximate index

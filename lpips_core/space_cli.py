@@ -193,18 +193,24 @@ def run_diversity(args: argparse.Namespace) -> dict:
             emb = _load(args.dir, spec, model, budget, Path(tmp), out)
             if len(emb) < 2:
                 raise ValueError(f"{args.dir} has {len(emb)} readable image(s); all pairs need at least 2")
-            d = space.pairwise_distances(emb, memory_budget=budget, device=args.device)
+            if args.matrix:
+                d = space.pairwise_distances(emb, memory_budget=budget, device=args.device)
+                st = space.jackknife_interval(d)
+                np.save(args.matrix, d)
+            else:  # tile by tile: memory O(N), whatever N
+                bar = _Bar("all pairs", unit="tile")
+                try:
+                    st = space.diversity(emb, memory_budget=budget, device=args.device, progress=bar)
+                finally:
+                    bar.close()
             skipped = emb.skipped
             v = _versions(emb)
             versions.update({k: x for k, x in v.items() if k != "weights"})
             versions.setdefault("weights", {}).update(v["weights"])
             del emb  # its memmap, before the temporary folder goes
-        st = space.jackknife_interval(d)
         images, pairs = st["images"], st["pairs"]
         metrics[spec.name] = {"n": pairs, "mean": st["mean"], "std": st["std"], "ci95": st["ci95"],
                               "nonfinite": 0, "se": st["se"]}
-        if args.matrix:
-            np.save(args.matrix, d)
     config = {"method": "gram", "dir": args.dir, "images": images, "pairs": pairs, "metrics": list(metrics),
               "std": "sample standard deviation of the pair distances (ddof=1)",
               "ci95": "jackknife over images (leave one image out), Student t with N - 1 df: pairs share images, "

@@ -177,16 +177,37 @@ def test_neighbours_within_one_folder_exclude_self_not_copies(folder):
     assert (big.indices[:, -3:] == -1).all() and np.isinf(big.distances[:, -3:]).all()
 
 
-def test_small_budget_tiles_give_the_same_numbers(folder):
+def test_diversity_tile_by_tile_equals_the_matrix(folder):
+    """The streamed summary (row sums, merged moments; no N × N matrix) equals the one of the full
+    matrix, also with many small tiles."""
+    emb = space.embed(LPIPS("alex", device="cpu"), folder)
+    want = space.jackknife_interval(space.pairwise_distances(emb))
+    for budget in (space.DEFAULT_BUDGET, 1 << 20):
+        got = space.diversity(emb, memory_budget=budget)
+        assert got["mean"] == pytest.approx(want["mean"], rel=1e-12)
+        assert got["std"] == pytest.approx(want["std"], rel=1e-9)
+        assert got["se"] == pytest.approx(want["se"], rel=1e-9)
+        assert got["ci95"] == pytest.approx(want["ci95"], rel=1e-9)
+        assert (got["images"], got["pairs"]) == (8, 28)
+
+
+def test_small_tiles_give_the_same_numbers(folder, monkeypatch):
+    """Tiles of 3 rows and chunks of 256 columns (the default plan puts 8 images in one tile): the
+    matrix, the streamed summary and the neighbours all equal the one-tile results."""
     model = LPIPS("alex", device="cpu")
     emb = space.embed(model, folder)
-    big = space.pairwise_distances(emb)
-    small = space.pairwise_distances(emb, memory_budget=1 << 20)  # tiles of 181 rows, chunks of 256 floats
-    assert np.abs(big - small).max() <= 1e-9
-    g = space.gram(emb, memory_budget=1 << 20)
+    big, big_stats, big_nn = space.pairwise_distances(emb), space.diversity(emb), space.nearest(emb, emb, k=3)
+    monkeypatch.setattr(space, "_plan", lambda n, m, dim, budget: (3, 256))
+    small = space.pairwise_distances(emb)
+    assert np.abs(big - small).max() <= 1e-6 and (small == small.T).all()  # float32 GEMMs of other shapes
+    assert space.diversity(emb)["ci95"] == pytest.approx(big_stats["ci95"], rel=1e-6)
+    g = space.gram(emb)
     assert np.allclose(np.diag(g), emb.norms, rtol=1e-6, atol=0)  # float32 products, float64 sums
-    nb_big, nb_small = space.nearest(emb, emb, k=3), space.nearest(emb, emb, k=3, memory_budget=1 << 20)
-    assert (nb_big.indices == nb_small.indices).all()
+    nn = space.nearest(emb, emb, k=3)
+    assert (nn.indices == big_nn.indices).all() and np.array_equal(nn.distances, big_nn.distances)
+    q = space.embed(model, folder)
+    cross = space.nearest(q, emb, k=2)  # another embedding of the same images: each finds itself first
+    assert (cross.indices[:, 0] == np.array([0, 1, 2, 3, 4, 5, 6, 2])).all() and (cross.distances[:, 0] == 0).all()
 
 
 def test_streamed_shards_join_to_the_in_memory_embedding(folder, tmp_path):
@@ -270,3 +291,17 @@ def test_approximate_index_recall_and_exact_rerank(folder):
     found = approx.indices == exact.indices
     assert np.abs(approx.distances[found] - exact.distances[found]).max() <= 1e-9
     assert space.recall_at_k(exact, exact) == 1.0
+
+
+@pytest.mark.slow  # a local Ray with 2 actors (full tier)
+def test_ray_embeds_shards_that_join_to_the_single_process_embedding(folder, tmp_path):
+    import ray  # the [ray] extra, part of the test extras
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
+    try:
+        emb = space.embed_ray(folder, "lpips-alex", tmp_path / "emb", shards=3, concurrency=2)
+    finally:
+        ray.shutdown()
+    mem = space.embed(LPIPS("alex", device="cpu"), folder)
+    assert emb.names == mem.names and len(emb.blocks) == 3 and emb.manifest["shards"] == 3
+    assert np.abs(space.pairwise_distances(emb) - space.pairwise_distances(mem)).max() <= 1e-6
