@@ -23,8 +23,8 @@ Gram matrix, ``d_ij = ‖φ_i‖² + ‖φ_j‖² − 2⟨φ_i, φ_j⟩`` (a GEM
 - :func:`nearest`: exact k nearest neighbours of queries in a pool, ties broken by pool order
   (sorted names), self-matches excluded when the query set is the pool.
 - :func:`diversity`: the mean over all pairs with a jackknife interval over images.
-- :func:`build_index`: an approximate index (FAISS over a Gaussian random projection, optionally
-  PCA-reduced) whose candidates are re-ranked exactly.
+- :func:`build_index`: an approximate index (FAISS over a PCA or a Gaussian random projection
+  of φ) whose candidates are re-ranked exactly.
 
 Exact duplicates (the same decoded pixels) share one forward pass and get bitwise equal
 distances (so ties between them are real ties, broken by name).
@@ -55,6 +55,7 @@ __all__ = [
     "diversity",
     "embed",
     "embed_ray",
+    "fit_projection",
     "gram",
     "has_embedding",
     "image_files",
@@ -970,20 +971,78 @@ def _projection_chunk(seed: int, k0: int, k1: int, dim: int) -> torch.Tensor:
     return torch.randn((k1 - k0, dim), generator=g) / math.sqrt(dim)
 
 
-def project(emb: Embedding, dim: int, *, seed: int = 0, memory_budget: int = DEFAULT_BUDGET,
-            chunk: int = 1 << 15) -> np.ndarray:
-    """``φ R``: the ``(N, dim)`` float32 Gaussian random projection of every row (Johnson–Lindenstrauss:
-    squared distances kept in expectation)."""
-    n = len(emb)
-    rows = max(1, int(memory_budget // 2 // (4 * chunk)))
-    out = np.zeros((n, dim), dtype=np.float32)
-    for k0 in range(0, emb.dim, chunk):
-        k1 = min(emb.dim, k0 + chunk)
-        r = _projection_chunk(seed, k0 - k0 % chunk, k1, dim)
-        for i0 in range(0, n, rows):
-            i1 = min(n, i0 + rows)
-            out[i0:i1] += (torch.from_numpy(emb.rows(i0, i1, k0, k1)) @ r).numpy()
-    return out
+@dataclass
+class Projection:
+    """A linear map of φ to ``dim`` dimensions, ``(φ − mean) · axes``, applied column chunk by chunk.
+
+    ``method="random"``: seeded Gaussian axes ``N(0, 1/dim)`` (Johnson–Lindenstrauss: squared
+    distances kept in expectation), made chunk by chunk and never stored. ``method="pca"``: the
+    ``dim`` leading principal axes of a sample of the pool (from the eigenvectors of its centred
+    Gram matrix, so no ``D × D`` covariance is formed; the axes, ``D × dim`` float32, are kept):
+    distances shrink to their part in the sample's principal subspace.
+    """
+
+    method: str
+    dim: int
+    seed: int = 0
+    chunk: int = 1 << 15
+    mean: np.ndarray | None = None
+    axes: np.ndarray | None = None
+
+    def _axes(self, k0: int, k1: int) -> torch.Tensor:
+        if self.method == "random":
+            return _projection_chunk(self.seed, k0, k1, self.dim)
+        return torch.from_numpy(self.axes[k0:k1])
+
+    def apply(self, emb: Embedding, *, memory_budget: int = DEFAULT_BUDGET) -> np.ndarray:
+        """``(N, dim)`` float32 coordinates of every row of ``emb``."""
+        n = len(emb)
+        rows = max(1, int(memory_budget // 2 // (4 * self.chunk)))
+        out = np.zeros((n, self.dim), dtype=np.float32)
+        for k0 in range(0, emb.dim, self.chunk):
+            k1 = min(emb.dim, k0 + self.chunk)
+            r = self._axes(k0, k1)
+            for i0 in range(0, n, rows):
+                i1 = min(n, i0 + rows)
+                x = torch.from_numpy(emb.rows(i0, i1, k0, k1))
+                if self.mean is not None:
+                    x -= torch.from_numpy(self.mean[k0:k1])
+                out[i0:i1] += (x @ r).numpy()
+        return out
+
+
+def fit_projection(pool: Embedding, dim: int, *, method: str = "pca", sample: int = 2048, seed: int = 0,
+                   memory_budget: int = DEFAULT_BUDGET) -> Projection:
+    """A :class:`Projection` of ``pool``'s φ to ``dim`` dimensions (``"pca"`` fitted on ``sample``
+    seeded rows, or ``"random"``).
+
+    PCA without the ``D × D`` covariance: with ``X`` the sample's centred rows, ``X Xᵀ = U Λ Uᵀ``
+    (an ``m × m`` eigenproblem, from the blocked Gram matrix) gives the principal axes
+    ``V = Xᵀ U Λ^{-1/2}``, built column chunk by column chunk.
+    """
+    if method not in ("pca", "random"):
+        raise ValueError(f"method must be 'pca' or 'random', got {method!r}")
+    if method == "random":
+        return Projection("random", dim, seed)
+    n = len(pool)
+    rows = np.sort(np.random.default_rng(seed).choice(n, size=min(sample, n), replace=False))
+    sub = Embedding([pool.names[i] for i in rows], [(0, pool.take(rows))], pool.norms[rows],
+                    [pool.content[i] for i in rows], pool.layout, pool.manifest)
+    m = len(rows)
+    g = gram(sub, memory_budget=memory_budget)
+    h = np.eye(m) - 1.0 / m
+    lam, u = np.linalg.eigh(h @ g @ h)
+    keep = min(dim, m - 1)
+    order = np.argsort(lam)[::-1][:keep]
+    lam, u = np.clip(lam[order], 1e-30, None), u[:, order]
+    w = torch.from_numpy((h @ u / np.sqrt(lam)).astype(np.float32))  # centring folded into the weights
+    x = sub.blocks[0][1]
+    mean = x.mean(0, dtype=np.float64).astype(np.float32)
+    axes = np.zeros((pool.dim, dim), dtype=np.float32)
+    for k0 in range(0, pool.dim, 1 << 15):
+        k1 = min(pool.dim, k0 + (1 << 15))
+        axes[k0:k1, :keep] = (torch.from_numpy(np.ascontiguousarray(x[:, k0:k1])).T @ w).numpy()
+    return Projection("pca", dim, seed, mean=mean, axes=axes)
 
 
 @dataclass
@@ -992,72 +1051,62 @@ class ApproximateIndex:
 
     pool: Embedding
     index: object
-    pca: object | None
-    dim: int
-    seed: int
+    projection: Projection
     oversample: int
-
-    def _vectors(self, emb: Embedding) -> np.ndarray:
-        v = project(emb, self.dim, seed=self.seed)
-        return v if self.pca is None else self.pca.apply_py(v)
 
     def search(self, queries: Embedding, k: int = 5, *, exclude_self: bool | None = None,
                rerank: bool = True) -> Neighbours:
         """The ``k`` nearest pool rows of each query: the index's ``k · oversample`` candidates,
-        re-ranked by their exact LPIPS ``‖φ_q − φ_p‖²`` (float64) unless ``rerank=False``."""
+        re-ranked by their exact LPIPS ``‖φ_q − φ_p‖²`` (float64; ties by pool row) unless
+        ``rerank=False`` (then in the index's order, with its projected distances)."""
         queries.compatible(self.pool)
         exclude = (queries is self.pool) if exclude_self is None else bool(exclude_self)
         cand_k = min(len(self.pool), k * self.oversample + (1 if exclude else 0))
-        _, cand = self.index.search(np.ascontiguousarray(self._vectors(queries), dtype=np.float32), cand_k)
+        vq = np.ascontiguousarray(self.projection.apply(queries), dtype=np.float32)
+        pd, cand = self.index.search(vq, cand_k)
         nq = len(queries)
         dist = np.full((nq, k), np.inf)
         ind = np.full((nq, k), -1, dtype=np.int64)
         for q in range(nq):
-            c = np.array([j for j in cand[q] if j >= 0 and not (exclude and j == q)], dtype=np.int64)
-            if c.size == 0:
+            keep = [(j, v) for j, v in zip(cand[q], pd[q]) if j >= 0 and not (exclude and j == q)]
+            if not keep:
                 continue
+            c = np.array([j for j, _ in keep], dtype=np.int64)
             if rerank:
-                x = queries.rows(q, q + 1)[0].astype(np.float64)
-                dv = np.array([float(((self.pool.rows(int(j), int(j) + 1)[0].astype(np.float64) - x) ** 2).sum())
-                               for j in c])
-                same = np.array([self.pool.content[int(j)] == queries.content[q] for j in c])
-                dv[same] = 0.0
+                cache: dict = {}
+                dv = np.array([_exact(queries, q, self.pool, int(j), cache) for j in c])
             else:
-                dv = np.arange(c.size, dtype=np.float64)
+                dv = np.array([float(v) for _, v in keep])
             order = np.lexsort((c, dv))[:k]
             dist[q, :order.size], ind[q, :order.size] = dv[order], c[order]
         return Neighbours(ind, dist)
 
 
-def build_index(pool: Embedding, *, dim: int = 256, pca: int | None = None, factory: str = "Flat",
-                seed: int = 0, oversample: int = 4) -> ApproximateIndex:
+def build_index(pool: Embedding, *, dim: int = 64, method: str = "pca", factory: str = "Flat", sample: int = 2048,
+                seed: int = 0, oversample: int = 4, memory_budget: int = DEFAULT_BUDGET) -> ApproximateIndex:
     """An approximate nearest-neighbour index of ``pool`` (needs ``faiss-cpu``: ``pip install -e .[faiss]``).
 
-    φ is projected to ``dim`` dimensions by a seeded Gaussian random projection (optionally
-    reduced further to ``pca`` dimensions by FAISS's PCA, trained on the pool), indexed by
-    ``faiss.index_factory(…, factory)`` (``"Flat"``: exact in the projected space; ``"HNSW32"``,
-    ``"IVF1024,Flat"`` … for millions); a search re-ranks ``k · oversample`` candidates exactly.
+    φ is projected to ``dim`` dimensions (:func:`fit_projection`: PCA of a ``sample`` of the
+    pool, or a Gaussian random projection), indexed by ``faiss.index_factory(dim, factory)``
+    (``"Flat"``: exact in the projected space; ``"HNSW32"``, ``"IVF1024,Flat"`` … for millions);
+    a search re-ranks ``k · oversample`` candidates by their exact LPIPS.
 
     Raises:
-        ImportError: FAISS is not installed. ValueError: bad sizes.
+        ImportError: FAISS is not installed. ValueError: bad sizes or method.
     """
     try:
         import faiss
     except ImportError as exc:
         raise ImportError("the approximate index needs FAISS: pip install -e .[faiss] (faiss-cpu)") from exc
-    if dim < 1 or (pca is not None and not 1 <= pca <= dim) or oversample < 1:
-        raise ValueError(f"need dim ≥ 1, 1 ≤ pca ≤ dim, oversample ≥ 1; got {dim}, {pca}, {oversample}")
-    v = project(pool, dim, seed=seed)
-    mat = None
-    if pca is not None:
-        mat = faiss.PCAMatrix(dim, pca)
-        mat.train(v)
-        v = mat.apply_py(v)
-    index = faiss.index_factory(v.shape[1], factory)
+    if dim < 1 or oversample < 1:
+        raise ValueError(f"need dim ≥ 1 and oversample ≥ 1; got {dim} and {oversample}")
+    proj = fit_projection(pool, dim, method=method, sample=sample, seed=seed, memory_budget=memory_budget)
+    v = np.ascontiguousarray(proj.apply(pool, memory_budget=memory_budget), dtype=np.float32)
+    index = faiss.index_factory(dim, factory)
     if not index.is_trained:
         index.train(v)
-    index.add(np.ascontiguousarray(v, dtype=np.float32))
-    return ApproximateIndex(pool, index, mat, dim, seed, oversample)
+    index.add(v)
+    return ApproximateIndex(pool, index, proj, oversample)
 
 
 def recall_at_k(approx: Neighbours, exact: Neighbours) -> float:

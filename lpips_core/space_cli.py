@@ -82,9 +82,11 @@ def add_parsers(subparsers) -> None:
     n.add_argument("--k", type=_positive, default=5, help="neighbours per query (default 5)")
     _metric_options(n)
     n.add_argument("--approximate", action="store_true",
-                   help="search a FAISS index over a random projection of the embeddings, then re-rank the "
+                   help="search a FAISS index over a projection of the embeddings, then re-rank the "
                         "candidates exactly (needs pip install -e .[faiss])")
-    n.add_argument("--proj-dim", type=_positive, default=256, help="dimensions of the projection (default 256)")
+    n.add_argument("--proj-dim", type=_positive, default=64, help="dimensions of the projection (default 64)")
+    n.add_argument("--projection", choices=("pca", "random"), default="pca",
+                   help="PCA of a 2,048-image sample of the pool (default) or a Gaussian random projection")
     n.add_argument("--oversample", type=_positive, default=4, help="candidates re-ranked per neighbour (default 4)")
     _memory(n)
     n.add_argument("--json", action="store_true", help="print one JSON object")
@@ -257,10 +259,11 @@ def run_neighbours(args: argparse.Namespace) -> dict:
         query = pool if same else _load(args.query, spec, model, budget, Path(tmp) / "query", what="queries")
         method = "exact"
         if args.approximate:
-            index = space.build_index(pool, dim=args.proj_dim, oversample=args.oversample)
+            index = space.build_index(pool, dim=args.proj_dim, method=args.projection, oversample=args.oversample,
+                                      memory_budget=budget)
             found = index.search(query, args.k, exclude_self=same)
-            method = f"approximate: FAISS Flat over a {args.proj_dim}-d Gaussian projection, " \
-                     f"{args.k * args.oversample} candidates re-ranked exactly"
+            method = (f"approximate: FAISS Flat over a {args.proj_dim}-d {args.projection} projection of the "
+                      f"embeddings, {args.k * args.oversample} candidates re-ranked exactly")
         else:
             bar = _Bar("neighbours", unit="tile")
             try:

@@ -285,12 +285,27 @@ def test_approximate_index_recall_and_exact_rerank(folder):
     model = LPIPS("alex", device="cpu")
     emb = space.embed(model, folder)
     exact = space.nearest(emb, emb, k=3)
-    index = space.build_index(emb, dim=64, oversample=3)
-    approx = index.search(emb, k=3)
-    assert space.recall_at_k(approx, exact) == 1.0  # a pool this small: every candidate is re-ranked
-    found = approx.indices == exact.indices
-    assert np.abs(approx.distances[found] - exact.distances[found]).max() <= 1e-9
+    for method in ("pca", "random"):
+        index = space.build_index(emb, dim=16, method=method, oversample=3)
+        approx = index.search(emb, k=3)
+        assert space.recall_at_k(approx, exact) == 1.0  # 8 images: every other one is a candidate
+        assert (approx.indices == exact.indices).all()
+        assert np.abs(approx.distances - exact.distances).max() <= 1e-12
     assert space.recall_at_k(exact, exact) == 1.0
+
+
+def test_pca_projection_keeps_distances_of_the_sample_exactly(folder):
+    """With as many axes as the sample spans, the PCA projection is an isometry on the sample:
+    projected squared distances equal the exact ones (the Gram trick, no D × D covariance)."""
+    emb = space.embed(LPIPS("alex", device="cpu"), folder)
+    proj = space.fit_projection(emb, dim=16, method="pca")
+    v = proj.apply(emb).astype(np.float64)
+    got = ((v[:, None] - v[None]) ** 2).sum(-1)
+    assert np.abs(got - space.pairwise_distances(emb)).max() <= 1e-5
+    r = space.fit_projection(emb, dim=8, method="random").apply(emb)
+    assert r.shape == (8, 8) and np.array_equal(r, space.fit_projection(emb, dim=8, method="random").apply(emb))
+    with pytest.raises(ValueError, match="method must be 'pca' or 'random'"):
+        space.fit_projection(emb, 4, method="umap")
 
 
 @pytest.mark.slow  # a local Ray with 2 actors (full tier)
