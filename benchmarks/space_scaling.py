@@ -11,6 +11,9 @@ The reference's time is **extrapolated, not measured** beyond the pairs timed he
 ``lpips_1dir_allpairs.py`` loop costs one image decode plus one forward per pair, so its time for
 ``N`` images is that measured per-pair cost times ``N (N − 1) / 2``.
 
+It ends with what a 1,000,000-image pool needs (:func:`plan`): bytes, FLOPs, and times at the
+rates measured in this run (CPU) and at published GPU FP32 peaks (lower bounds, labelled so).
+
     python benchmarks/space_scaling.py [--sizes 48,250,500,1000,2000] [--ref-pairs 24] [--json]
 """
 
@@ -110,6 +113,62 @@ def reference_pair_seconds(paths: list[Path], pairs: int) -> float:
         return (time.perf_counter() - t0) / pairs
 
 
+#: Published peak rates (NVIDIA's H100 SXM5 and A100 SXM4 80 GB datasheets), FLOP/s: FP32 on the
+#: CUDA cores, which the float32 Gram GEMMs use (TF32 tensor cores would round the products to 10
+#: mantissa bits, ~1e-3 of a distance: not exact enough).
+GPU_FP32 = {"H100 SXM (published FP32 peak)": 67e12, "A100 SXM (published FP32 peak)": 19.5e12}
+
+
+def forward_macs(net: str, side: int) -> int:
+    """Multiply-accumulates of the backbone's convolutions up to the last tap, for one ``side`` px image."""
+    import torch
+    from torch import nn
+
+    from lpips_core import LPIPS
+
+    model = LPIPS(net, device="cpu")
+    total = 0
+
+    def hook(mod, inp, out):
+        nonlocal total
+        total += out[0].numel() * (mod.in_channels // mod.groups) * mod.kernel_size[0] * mod.kernel_size[1]
+
+    handles = [m.register_forward_hook(hook) for m in model.backbone.modules() if isinstance(m, nn.Conv2d)]
+    with torch.inference_mode():
+        model.features(torch.zeros(1, 3, side, side))
+    for h in handles:
+        h.remove()
+    return total
+
+
+def plan(n: int, *, embed_per_s: float | None, gram_flops: float | None, side: int = SIDE, queries: int = 10_000) -> dict:
+    """What a pool of ``n`` images needs (AlexNet and VGG16 at ``side`` px): bytes, FLOPs, and time
+    at the given measured CPU rates and at the published GPU FP32 peaks."""
+    import torch
+
+    from lpips_core import LPIPS, space
+
+    out = {}
+    for net in ("alex", "vgg"):
+        dim = space.phi(LPIPS(net, device="cpu"), torch.zeros(1, 3, side, side))[1].dim
+        embed_flops = 2 * forward_macs(net, side) * n
+        pairs_flops = 2 * (n * (n - 1) // 2) * dim
+        query_flops = 2 * queries * n * dim
+        row = {"dim": dim, "phi_bytes": 4 * dim * n, "norms_bytes": 8 * n, "embed_flops": embed_flops,
+               "allpairs_flops": pairs_flops, f"neighbours_{queries}_queries_flops": query_flops,
+               "pca64_projection_flops": 2 * n * dim * 64}
+        if net == "alex" and embed_per_s:
+            row["cpu_embed_s (measured rate)"] = n / embed_per_s
+        if gram_flops:
+            row["cpu_allpairs_s (measured GEMM rate)"] = pairs_flops / gram_flops
+        for gpu, rate in GPU_FP32.items():
+            row[f"{gpu}: embed_s lower bound"] = embed_flops / rate
+            row[f"{gpu}: allpairs_s lower bound"] = pairs_flops / rate
+            row[f"{gpu}: neighbours_s lower bound"] = query_flops / rate
+        out[net] = row
+    return out
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--sizes", default="48,250,500,1000,2000")
@@ -140,10 +199,14 @@ def main(argv=None) -> int:
             print(f"  N={n}: {r['total_s']:.1f} s (embed {r['embed_s']:.1f}, Gram {r['gram_s']:.1f}), peak "
                   f"{r['peak_rss_mb']:.0f} MiB; reference extrapolated {r['reference_extrapolated_s']:.0f} s",
                   file=sys.stderr, flush=True)
+    big = rows[-1]
+    rates = {"embed_images_per_s": big["n"] / big["embed_s"],
+             "gram_flops_per_s": 2 * big["pairs"] * big["dim"] / big["gram_s"]}
     result = {"net": "alex", "side": SIDE, "memory_budget_mb": args.memory_mb, "device": args.device,
               "reference_per_pair_s": per_pair, "reference_pairs_timed": args.ref_pairs,
               "reference": "extrapolated: measured per-pair cost × N (N − 1) / 2",
-              "machine": machine_info(), "rows": rows}
+              "machine": machine_info(), "rows": rows, "measured_rates": rates,
+              "plan_1M": plan(1_000_000, embed_per_s=rates["embed_images_per_s"], gram_flops=rates["gram_flops_per_s"])}
     if args.json:
         print(json.dumps(result))
     else:
@@ -153,6 +216,11 @@ def main(argv=None) -> int:
             print(f"{r['n']:>6}{r['pairs']:>10}{r['total_s']:>9.1f}{r['embed_s']:>9.1f}{r['gram_s']:>8.1f}"
                   f"{r['peak_rss_mb']:>10.0f}{r['phi_bytes'] / 2**30:>7.2f}{r['reference_extrapolated_s']:>17.0f}"
                   f"{r['speedup_extrapolated']:>9.0f}")
+        print(f"measured here: {rates['embed_images_per_s']:.1f} images/s embedded, "
+              f"{rates['gram_flops_per_s'] / 1e9:.1f} GFLOP/s in the Gram stage (N = {big['n']})")
+        print("a 1,000,000-image pool:")
+        for net, row in result["plan_1M"].items():
+            print(f"  {net}: " + "; ".join(f"{k} {v:.3g}" for k, v in row.items()))
     return 0
 
 
