@@ -1082,12 +1082,12 @@ class ApproximateIndex:
         return Neighbours(ind, dist)
 
 
-def build_index(pool: Embedding, *, dim: int = 64, method: str = "pca", factory: str = "Flat", sample: int = 2048,
+def build_index(pool: Embedding, *, dim: int = 256, method: str = "random", factory: str = "Flat", sample: int = 2048,
                 seed: int = 0, oversample: int = 4, memory_budget: int = DEFAULT_BUDGET) -> ApproximateIndex:
     """An approximate nearest-neighbour index of ``pool`` (needs ``faiss-cpu``: ``pip install -e .[faiss]``).
 
-    φ is projected to ``dim`` dimensions (:func:`fit_projection`: PCA of a ``sample`` of the
-    pool, or a Gaussian random projection), indexed by ``faiss.index_factory(dim, factory)``
+    φ is projected to ``dim`` dimensions (:func:`fit_projection`: a Gaussian random projection,
+    or PCA of a ``sample`` of the pool), indexed by ``faiss.index_factory(dim, factory)``
     (``"Flat"``: exact in the projected space; ``"HNSW32"``, ``"IVF1024,Flat"`` … for millions);
     a search re-ranks ``k · oversample`` candidates by their exact LPIPS.
 

@@ -84,9 +84,9 @@ def add_parsers(subparsers) -> None:
     n.add_argument("--approximate", action="store_true",
                    help="search a FAISS index over a projection of the embeddings, then re-rank the "
                         "candidates exactly (needs pip install -e .[faiss])")
-    n.add_argument("--proj-dim", type=_positive, default=64, help="dimensions of the projection (default 64)")
-    n.add_argument("--projection", choices=("pca", "random"), default="pca",
-                   help="PCA of a 2,048-image sample of the pool (default) or a Gaussian random projection")
+    n.add_argument("--proj-dim", type=_positive, default=256, help="dimensions of the projection (default 256)")
+    n.add_argument("--projection", choices=("random", "pca"), default="random",
+                   help="a seeded Gaussian random projection (default) or PCA of a 2,048-image sample of the pool")
     n.add_argument("--oversample", type=_positive, default=4, help="candidates re-ranked per neighbour (default 4)")
     _memory(n)
     n.add_argument("--json", action="store_true", help="print one JSON object")
