@@ -472,14 +472,21 @@ def embed(
     phi_path = None if out_dir is None else out_dir / f"phi-{tag}.npy"
     per = None
     pool = ThreadPoolExecutor(max(1, threads)) if threads > 1 else None
+
+    def submit(start: int, step: int):
+        """The next chunk, its decoding started in the pool (so it overlaps this chunk's pass)."""
+        chunk = items[start:start + step]
+        return chunk, ([pool.submit(_decode, it, max_side) for it in chunk] if pool else None)
+
     try:
         k = 0
-        while k < len(items):
-            step = per or 1
-            chunk = items[k:k + step]
+        pending = submit(0, 1)  # one image first: its size sets the batch (images_per_batch)
+        while pending[0]:
+            chunk, futures = pending
             k += len(chunk)
-            decoded = list(pool.map(lambda it: _decode(it, max_side), chunk)) if pool else \
-                [_decode(it, max_side) for it in chunk]
+            decoded = [f.result() for f in futures] if futures else [_decode(it, max_side) for it in chunk]
+            if per is not None:
+                pending = submit(k, per)
             good = []
             for it in decoded:
                 if it.error:
@@ -499,6 +506,7 @@ def embed(
                 x = _prepare(spec, [it.array for it in new], model.device)
                 if per is None:
                     per = max(1, model.images_per_batch(x.shape[-2], x.shape[-1]))
+                    pending = submit(k, per)
                 vecs, layout_now = phi(model, x)
                 if layout is None:
                     layout = layout_now
@@ -531,6 +539,8 @@ def embed(
                 it.array = None  # free the pixels
                 write_at += 1
             done += len(chunk)
+            if per is None:  # nothing to run yet (unreadable or repeated images): the next one
+                pending = submit(k, 1)
             if progress:
                 progress(done, len(items))
     finally:
