@@ -90,3 +90,23 @@ def test_zip_upload_is_guarded_then_mapped(app, tmp_path):
     # a copy of an image under another name is its nearest neighbour, at distance 0
     strip = json.loads(at.get("plotly_chart")[1].proto.spec)
     assert strip["data"][1]["name"] == "other/wide.png" and strip["layout"]["annotations"][1]["text"] == "1 · 0.0000"
+
+
+def test_mixed_sizes_ask_for_a_working_size_and_squeezenet_stops_cleanly(app, tmp_path):
+    small = make_demo(tmp_path / "a", side=64, per_image=1)
+    big = make_demo(tmp_path / "b", side=96, per_image=1)
+    members = {f"s/{n}": (small.reference / n).read_bytes() for n in small.names[:2]}
+    members["s/big.png"] = (big.reference / big.names[0]).read_bytes()
+    at = ok(app.run())
+    at = ok(at.switch_page(PAGE).run())
+    at = ok(at.radio(key="sp_source").set_value("A zip of images").run())
+    at = ok(at.file_uploader(key="sp_zip").set_value(("mixed.zip", _zip(members), "application/zip")).run())
+    assert any("LPIPS compares images of one size" in e.value for e in at.error)
+    at = ok(at.selectbox(key="sp_size").set_value(64).run())
+    assert any(c.value.startswith("Over all 3 pairs of 3 images; lpips-alex-0.1-lin-[-1,1]@64 at 64 × 64 px")
+               for c in at.caption)
+    from ui import weights_status
+
+    if not weights_status()["squeeze"][0]:  # no SqueezeNet weights offline: the reason, no traceback
+        at = ok(at.selectbox(key="net").set_value("squeeze").run())
+        assert any("unavailable" in w.value for w in at.warning) and not at.get("plotly_chart")
