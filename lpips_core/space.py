@@ -19,7 +19,8 @@ Gram matrix, ``d_ij = ‖φ_i‖² + ‖φ_j‖² − 2⟨φ_i, φ_j⟩`` (a GEM
   to disk (``.npy`` float32 memmaps with a manifest: configuration, size, package versions,
   weights provenance, file list and digests), optionally one shard ``i/n`` of the sorted files.
 - :func:`gram` / :func:`pairwise_distances`: the blocked Gram matrix, float32 GEMMs over chunks
-  of the embedding's columns accumulated in float64, in tiles under a byte budget.
+  of the embedding's columns accumulated in float64 (float64 GEMMs for small tiles), in tiles
+  under a byte budget.
 - :func:`nearest`: exact k nearest neighbours of queries in a pool, ties broken by pool order
   (sorted names), self-matches excluded when the query set is the pool.
 - :func:`diversity`: the mean over all pairs with a jackknife interval over images.
@@ -167,6 +168,12 @@ def phi(model, x: torch.Tensor, *, out: torch.Tensor | None = None) -> tuple[tor
         TypeError, ValueError: see :func:`check_euclidean`, and the model's input checks.
     """
     check_euclidean(model)
+    return _phi(model, x, out=out)
+
+
+def _phi(model, x: torch.Tensor, *, out: torch.Tensor | None = None,
+         cache: dict | None = None) -> tuple[torch.Tensor, EmbeddingLayout]:
+    """:func:`phi` of a model already checked (``cache``: :func:`_scales` by map shapes, kept by the caller)."""
     feats = model.features(x)
     layout = EmbeddingLayout(tuple((name, int(m.shape[1]), int(m.shape[2]), int(m.shape[3]))
                                    for name, m in zip(model.layer_names, feats.maps)))
@@ -175,9 +182,14 @@ def phi(model, x: torch.Tensor, *, out: torch.Tensor | None = None) -> tuple[tor
         out = torch.empty((n, layout.dim), dtype=torch.float32)
     elif tuple(out.shape) != (n, layout.dim):
         raise ValueError(f"out must have shape {(n, layout.dim)}, got {tuple(out.shape)}")
-    for m, s, off, size, (_, c, h, w) in zip(feats.maps, _scales(model, feats.maps), layout.offsets, layout.sizes,
-                                            layout.layers):
-        out[:, off:off + size].view(n, c, h, w).copy_(m * s)
+    key = tuple(tuple(m.shape[1:]) for m in feats.maps)
+    scales = None if cache is None else cache.get(key)
+    if scales is None:
+        scales = [sc.cpu() for sc in _scales(model, feats.maps)]
+        if cache is not None:
+            cache[key] = scales
+    for m, sc, off, size, (_, c, h, w) in zip(feats.maps, scales, layout.offsets, layout.sizes, layout.layers):
+        torch.mul(m.cpu(), sc, out=out[:, off:off + size].view(n, c, h, w))  # one pass, into φ's rows
     return out, layout
 
 
@@ -471,6 +483,7 @@ def embed(
     norms: list[float] = []
     phi_path = None if out_dir is None else out_dir / f"phi-{tag}.npy"
     per = None
+    scales: dict = {}
     pool = ThreadPoolExecutor(max(1, threads)) if threads > 1 else None
 
     def submit(start: int, step: int):
@@ -507,7 +520,8 @@ def embed(
                 if per is None:
                     per = max(1, model.images_per_batch(x.shape[-2], x.shape[-1]))
                     pending = submit(k, per)
-                vecs, layout_now = phi(model, x)
+                with torch.inference_mode():
+                    vecs, layout_now = _phi(model, x, cache=scales)
                 if layout is None:
                     layout = layout_now
                     if out_dir is None and spill is not None and len(items) * layout.dim * 4 > memory_budget:
@@ -657,13 +671,25 @@ def _plan(n: int, m: int, dim: int, budget: int) -> tuple[int, int]:
     return side, chunk
 
 
-def _tile_gram(a: "Embedding", b: "Embedding", i0, i1, j0, j1, chunk, dev, sym: bool) -> torch.Tensor:
-    """``⟨φ_i, φ_j⟩`` for ``i ∈ [i0, i1)``, ``j ∈ [j0, j1)``: float32 GEMMs over column chunks
-    of ``chunk`` floats, accumulated in float64 (on ``dev``)."""
-    acc = torch.zeros((i1 - i0, j1 - j0), dtype=torch.float64, device=dev)
+SMALL_TILE = 256 * 256
+"""Tiles of at most this many entries are computed as float64 GEMMs over long column chunks: their
+arithmetic is small, and many short float32 GEMMs would cost more in per-call overhead."""
+
+
+def _tile_gram(a: "Embedding", b: "Embedding", i0, i1, j0, j1, chunk, dev, sym: bool,
+               budget: int = DEFAULT_BUDGET) -> torch.Tensor:
+    """``⟨φ_i, φ_j⟩`` for ``i ∈ [i0, i1)``, ``j ∈ [j0, j1)``, accumulated in float64 (on ``dev``):
+    float32 GEMMs over column chunks of ``chunk`` floats, or, for a small tile
+    (:data:`SMALL_TILE`), float64 GEMMs over chunks as long as ``budget`` allows."""
+    ti, tj = i1 - i0, j1 - j0
+    dtype = torch.float32
+    if ti * tj <= SMALL_TILE:
+        dtype = torch.float64
+        chunk = int(min(a.dim, max(chunk, (budget // 2) // (8 * (ti + (0 if sym else tj))))))
+    acc = torch.zeros((ti, tj), dtype=torch.float64, device=dev)
     for k0 in range(0, a.dim, chunk):
         k1 = min(a.dim, k0 + chunk)
-        x = torch.from_numpy(a.rows(i0, i1, k0, k1)).to(dev)
+        x = torch.from_numpy(a.rows(i0, i1, k0, k1)).to(dev, dtype)
         if sym:
             # a diagonal tile: the upper block triangle, mirrored below (half the FLOPs)
             step = 512
@@ -671,7 +697,7 @@ def _tile_gram(a: "Embedding", b: "Embedding", i0, i1, j0, j1, chunk, dev, sym: 
                 r1 = min(x.shape[0], r0 + step)
                 acc[r0:r1, r0:] += x[r0:r1] @ x[r0:].T
         else:
-            y = torch.from_numpy(b.rows(j0, j1, k0, k1)).to(dev)
+            y = torch.from_numpy(b.rows(j0, j1, k0, k1)).to(dev, dtype)
             acc += x @ y.T
     if sym:
         step = 512
@@ -681,8 +707,8 @@ def _tile_gram(a: "Embedding", b: "Embedding", i0, i1, j0, j1, chunk, dev, sym: 
     return acc
 
 
-def _distance_tile(a, b, i0, i1, j0, j1, chunk, dev, sym) -> np.ndarray:
-    g = _tile_gram(a, b, i0, i1, j0, j1, chunk, dev, sym)
+def _distance_tile(a, b, i0, i1, j0, j1, chunk, dev, sym, budget: int = DEFAULT_BUDGET) -> np.ndarray:
+    g = _tile_gram(a, b, i0, i1, j0, j1, chunk, dev, sym, budget)
     na = torch.from_numpy(a.norms[i0:i1]).to(dev)
     nb = torch.from_numpy(b.norms[j0:j1]).to(dev)
     d = (na[:, None] + nb[None, :]).sub_(g, alpha=2).clamp_(min=0)
@@ -705,7 +731,7 @@ def gram(a: Embedding, b: Embedding | None = None, *, memory_budget: int = DEFAU
         i1 = min(len(a), i0 + side)
         for j0 in range(i0 if same else 0, len(b), side):
             j1 = min(len(b), j0 + side)
-            g = _tile_gram(a, b, i0, i1, j0, j1, chunk, dev, same and i0 == j0).cpu().numpy()
+            g = _tile_gram(a, b, i0, i1, j0, j1, chunk, dev, same and i0 == j0, memory_budget).cpu().numpy()
             out[i0:i1, j0:j1] = g
             if same and j0 != i0:
                 out[j0:j1, i0:i1] = g.T
@@ -740,7 +766,7 @@ def pairwise_distances(emb: Embedding, *, memory_budget: int = DEFAULT_BUDGET, d
         i1 = min(n, i0 + side)
         for j0 in range(i0, n, side):
             j1 = min(n, j0 + side)
-            t = _distance_tile(emb, emb, i0, i1, j0, j1, chunk, dev, i0 == j0)
+            t = _distance_tile(emb, emb, i0, i1, j0, j1, chunk, dev, i0 == j0, memory_budget)
             d[i0:i1, j0:j1] = t
             if j0 != i0:
                 d[j0:j1, i0:i1] = t.T
@@ -853,7 +879,7 @@ def nearest(queries: Embedding, pool: Embedding, k: int = 5, *, exclude_self: bo
         bd, bi = np.full((i1 - i0, 0), np.inf), np.zeros((i1 - i0, 0), dtype=np.int64)
         for j0 in range(0, npool, side):
             j1 = min(npool, j0 + side)
-            t = _distance_tile(queries, pool, i0, i1, j0, j1, chunk, dev, False)
+            t = _distance_tile(queries, pool, i0, i1, j0, j1, chunk, dev, False, memory_budget)
             t[:, can_p[j0:j1] != np.arange(j0, j1)] = np.inf  # copies: ranked through their first row
             idx = np.broadcast_to(np.arange(j0, j1), t.shape)
             bd, bi = _select(np.concatenate([bd, t], 1), np.concatenate([bi, idx], 1), min(want, npool))
@@ -948,7 +974,7 @@ def diversity(emb: Embedding, *, memory_budget: int = DEFAULT_BUDGET, device=Non
         progress(0, len(tiles))
     for done, (i0, j0) in enumerate(tiles, 1):
         i1, j1 = min(n, i0 + side), min(n, j0 + side)
-        t = _distance_tile(emb, emb, i0, i1, j0, j1, chunk, dev, i0 == j0)
+        t = _distance_tile(emb, emb, i0, i1, j0, j1, chunk, dev, i0 == j0, memory_budget)
         t[content[i0:i1, None] == content[None, j0:j1]] = 0.0  # identical images
         if i0 == j0:
             mask = np.triu(np.ones(t.shape, dtype=bool), 1)
