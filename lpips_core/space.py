@@ -441,19 +441,18 @@ def embed(
             shard without ``out``, an existing ``out`` shard, an in-memory φ over the budget.
         TypeError: see :func:`check_euclidean`.
     """
+    from . import metric_registry
     from .datasets.score import package_versions
     from .datasets.specs import MetricSpec, parse_spec
 
     check_euclidean(model)
-    if spec is None:
-        spec = MetricSpec(model.metric, net=model.net,
-                          version=model.version if model.metric == "lpips" else None,
-                          lin=model.lin if model.metric == "lpips" else True)
-    spec = parse_spec(spec)
-    if (spec.metric, spec.net) != (model.metric, model.net) or (spec.metric == "lpips" and (
-            spec.version != model.version or spec.lin != model.lin)):
-        raise ValueError(f"spec {spec.name} does not describe the model ({model.metric} {model.net} "
-                         f"v{model.version}, lin={getattr(model, 'lin', True)})")
+    info = metric_registry.METRICS[metric_registry.model_metric(model)]
+    own = {"version": model.version if info.versions else None, "lin": model.lin if info.has_baseline else True}
+    spec = parse_spec(MetricSpec(info.name, net=model.net, **own) if spec is None else spec)
+    if (spec.metric, spec.net, spec.version, spec.lin) != (info.name, model.net, own["version"], own["lin"]):
+        raise ValueError(f"spec {spec.name} does not describe the model ({info.label} {model.net}"
+                         + (f" v{model.version}" if info.versions else "")
+                         + (f", lin={model.lin}" if info.has_baseline else "") + ")")
     items, source = _as_items(images, names)
     all_names = [it.name for it in items]
     n_total = len(items)
@@ -824,15 +823,15 @@ def _select(dist: np.ndarray, idx: np.ndarray, k: int) -> tuple[np.ndarray, np.n
     return out_d
 
 
-def _exact(a: Embedding, i: int, b: Embedding, j: int, cache: dict) -> float:
-    """``‖φ_i − φ_j‖²`` summed in float64 straight from the rows (identical pixels: exactly 0)."""
-    if a.content[i] == b.content[j]:
-        return 0.0
-    x = cache.get("q")
-    if x is None:
-        x = cache["q"] = a.rows(i, i + 1)[0].astype(np.float64)
-    y = b.rows(j, j + 1)[0].astype(np.float64)
-    return float(np.square(y - x).sum())
+def _exact_many(a: Embedding, i: int, b: Embedding, cols: Sequence[int]) -> list[float]:
+    """``‖φ_i − φ_j‖²`` for each ``j`` in ``cols``, summed in float64 straight from the rows, in one
+    pass over the candidates (identical pixels: exactly 0)."""
+    if not cols:
+        return []
+    x = torch.from_numpy(a.rows(i, i + 1)[0]).double()
+    y = torch.from_numpy(b.take(cols)).double()
+    d = y.sub_(x).square_().sum(1).tolist()
+    return [0.0 if a.content[i] == b.content[j] else v for j, v in zip(cols, d)]
 
 
 def nearest(queries: Embedding, pool: Embedding, k: int = 5, *, exclude_self: bool | None = None,
@@ -892,12 +891,10 @@ def nearest(queries: Embedding, pool: Embedding, k: int = 5, *, exclude_self: bo
     dist = np.full((nq, k), np.inf)
     ind = np.full((nq, k), -1, dtype=np.int64)
     for q in range(nq):
-        cache: dict = {}
+        cs = [c for c in cand[q].tolist() if c >= 0]
+        exact = _exact_many(queries, q, pool, cs)
         rows, values = [], []
-        for c in cand[q].tolist():
-            if c < 0:
-                continue
-            v = _exact(queries, q, pool, c, cache)
+        for c, v in zip(cs, exact):
             for j in copies[c]:
                 if not (exclude and j == q):
                     rows.append(j)
@@ -1109,8 +1106,7 @@ class ApproximateIndex:
                 continue
             c = np.array([j for j, _ in keep], dtype=np.int64)
             if rerank:
-                cache: dict = {}
-                dv = np.array([_exact(queries, q, self.pool, int(j), cache) for j in c])
+                dv = np.array(_exact_many(queries, q, self.pool, [int(j) for j in c]))
             else:
                 dv = np.array([float(v) for _, v in keep])
             order = np.lexsort((c, dv))[:k]
