@@ -841,8 +841,9 @@ def nearest(queries: Embedding, pool: Embedding, k: int = 5, *, exclude_self: bo
 
     The blocked Gram matrix ranks the pool's distinct images (identical pixels count once); the
     ``k + margin`` best of each query, with every copy of them, are then re-ranked by their exact
-    ``‖φ_q − φ_p‖²`` summed in float64 (the Gram's float rounding, ~1e-7, cannot reorder
-    them), and sorted by ``(distance, pool row)``: ties (identical images) go by sorted name.
+    ``‖φ_q − φ_p‖²`` summed in float64 (the float32 Gram's rounding, ~1e-7, cannot reorder
+    them; small tiles are float64 GEMMs already and keep their values), and sorted by
+    ``(distance, pool row)``: ties (identical images) go by sorted name.
 
     Args:
         k: neighbours per query (``≥ 1``); fewer when the pool is smaller.
@@ -886,13 +887,21 @@ def nearest(queries: Embedding, pool: Embedding, k: int = 5, *, exclude_self: bo
             done += 1
             if progress:
                 progress(done, tiles)
-        parts.append(bi)
-    cand = np.concatenate(parts)
+        parts.append((bd, bi))
+    cand = np.concatenate([p[1] for p in parts])
+    cand_d = np.concatenate([p[0] for p in parts])
+    # small tiles were float64 GEMMs: their distances are already exact; float32 ones are re-ranked
+    small = min(nq, side) * min(npool, side) <= SMALL_TILE
     dist = np.full((nq, k), np.inf)
     ind = np.full((nq, k), -1, dtype=np.int64)
     for q in range(nq):
-        cs = [c for c in cand[q].tolist() if c >= 0]
-        exact = _exact_many(queries, q, pool, cs)
+        keep = cand[q] >= 0
+        cs = cand[q][keep].tolist()
+        if small:
+            exact = [0.0 if queries.content[q] == pool.content[c] else float(v)
+                     for c, v in zip(cs, cand_d[q][keep])]
+        else:
+            exact = _exact_many(queries, q, pool, cs)
         rows, values = [], []
         for c, v in zip(cs, exact):
             for j in copies[c]:
