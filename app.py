@@ -31,6 +31,7 @@ PAGES = [
             url_path="judge_it_yourself"),
     st.Page("app_pages/score_a_dataset.py", title="Score a dataset", icon=":material/dataset:",
             url_path="score_a_dataset"),
+    st.Page("app_pages/lpips_space.py", title="LPIPS space", icon=":material/scatter_plot:", url_path="lpips_space"),
     st.Page("app_pages/lpips_as_a_loss.py", title="LPIPS as a loss", icon=":material/trending_down:",
             url_path="lpips_as_a_loss"),
 ]

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 
 import numpy as np
@@ -28,17 +27,17 @@ from lpips_core.conventions import resize
 from lpips_core.cells import frame_to_csv
 from lpips_core.datasets import Scorer, match_folders, parse_spec, score_pairs
 from lpips_core.datasets.archive import MAX_BYTES, ArchiveRefused, dataset_folders, extract_zip
-from lpips_core.datasets.pairs import folder_pixels
 from lpips_core.images import DEFAULT_MAX_PIXELS
-from lpips_explorer import demo_dataset
-from lpips_explorer.demo_dataset import make_demo
 from lpips_explorer.jobs import JobsBusy
-from lpips_explorer.scratch import ScratchFull, default_root, shared_folder
+from lpips_explorer.scratch import ScratchFull
 from lpips_core.datasets.explain import explain
 from lpips_core.datasets.loader import MISMATCH_POLICIES, decode_pair
 from lpips_core.datasets.methods import compare_methods, same_ranking
 from lpips_core.datasets.score import package_versions
 from lpips_explorer.figures.maps import map_overlay
+from ui import uploads
+from ui.uploads import demo_root
+from ui.uploads import replace_root as _replace_root
 
 SOURCES = ("Built-in demo set", "A zip of folders", "Two sets of files")
 DEFAULT_METRICS = ("mse", "psnr", "ssim", "lpips-alex")
@@ -49,58 +48,7 @@ NONE = "(none)"
 RESULT, ZIP_ROOT, FILES_ROOT = "ds_result", "ds_zip_root", "ds_files_root"
 
 
-def _upload_max_pixels() -> int:
-    """The pixels one upload may hold in all (its images within the per-image budget, from their
-    headers), since this page scores on the server for every visitor; more is for the CLI.
-    ``$LPIPS_EXPLORER_UPLOAD_MAX_MP`` sets it in megapixels (default 100)."""
-    try:
-        return max(0, int(float(os.environ.get("LPIPS_EXPLORER_UPLOAD_MAX_MP") or 100) * 1e6))
-    except ValueError:
-        return 100_000_000
-
-
-UPLOAD_MAX_PIXELS = _upload_max_pixels()
-
-
 # --------------------------------------------------------------------------- data sources
-def _demo_name() -> str:
-    """The demo folder's name: a digest of the code that writes it and of the photos it cuts."""
-    h = hashlib.sha256(Path(demo_dataset.__file__).read_bytes())
-    for photo in sorted(demo_dataset.SAMPLES_DIR.glob("*.png")):
-        h.update(f"{photo.name}:{photo.stat().st_size}".encode())
-    return f"demo-{h.hexdigest()[:16]}"
-
-
-def demo_root() -> str:
-    """The demo set, written once (by the first server that needs it) and reused by every server."""
-    name = _demo_name()
-    root = default_root() / name
-    if (root / ".complete").is_file():
-        return str(root)
-    with st.spinner("Writing the demo set…"):
-        return str(shared_folder(name, make_demo, stale_prefix="demo-"))
-
-
-def _replace_root(key: str, digest: str, kind: str, want: int, make) -> tuple[Path, int] | None:
-    """The folder stored under ``key`` for content ``digest``, and its allowance: a new folder
-    owned by this session (the replaced one deleted), filled by ``make(folder, allowance)``."""
-    old = st.session_state.get(key)
-    if old and old[0] == digest and Path(old[1]).is_dir():
-        return Path(old[1]), old[2] if len(old) > 2 else want
-    if old:
-        ui.scratch_release(old[1])
-        del st.session_state[key]
-    folder, allowance = ui.scratch_folder(kind, want=want, at_least=min(want, 1 << 20))
-    try:
-        make(folder, allowance)
-    except BaseException:
-        ui.scratch_release(folder)
-        raise
-    ui.scratch_settle(folder)
-    st.session_state[key] = (digest, str(folder), allowance)
-    return folder, allowance
-
-
 def _guess(dirs: list[Path], words: tuple[str, ...], default: int) -> int:
     for i, d in enumerate(dirs):
         if any(w in d.name.lower() for w in words):
@@ -170,24 +118,11 @@ def folders_from_files() -> dict | None:
     return {"label": "uploaded files", "reference": root / "reference", "methods": {"test": root / "test"}}
 
 
-@st.cache_data(show_spinner=False, max_entries=32)
-def _pixels(folder: str, digest: str) -> int:
-    """:func:`folder_pixels` of an uploaded folder (``digest``: its upload's, so a new upload counts again)."""
-    return folder_pixels(folder)
-
-
 def over_budget(dataset: dict) -> str | None:
-    """Why an upload is too large to score here, or ``None``: its images hold more than
-    :data:`UPLOAD_MAX_PIXELS` in all (counted from their headers, within the per-image budget)."""
+    """Why an upload is too large to score here, or ``None`` (:func:`ui.uploads.over_budget` over its folders)."""
     key = st.session_state.get(ZIP_ROOT if dataset["label"].startswith("zip") else FILES_ROOT)
-    digest = key[0] if key else ""
-    total = sum(_pixels(str(f), digest) for f in (dataset["reference"], *dataset["methods"].values()))
-    if total <= UPLOAD_MAX_PIXELS:
-        return None
-    return (f"The chosen folders' images hold {total / 1e6:,.0f} megapixels in all, more than the "
-            f"{UPLOAD_MAX_PIXELS / 1e6:,.0f} this page scores per upload (it runs on a server shared with other "
-            "visitors). Choose fewer or smaller images, or score them on your machine: "
-            "`python -m lpips_core score REF_DIR TEST_DIR`.")
+    return uploads.over_budget((dataset["reference"], *dataset["methods"].values()), key[0] if key else "",
+                               "python -m lpips_core score REFERENCE_DIR TEST_DIR")
 
 
 # --------------------------------------------------------------------------- scoring

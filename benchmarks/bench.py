@@ -28,6 +28,13 @@ Cases (same inputs, same device, same backbone weights for both):
   ``lpips_core.backbones.run_layers``). Floor:
   the backbone passes over the same blocks and batches, images already decoded and scaled, run
   in the same lanes (their start-up included, as in ours; so NNPACK speeds up the floor too).
+- ``allpairs-alex-256``: the mean LPIPS over all 1,128 pairs of 48 seeded 256 px crops of the
+  sample photos. Reference: its ``lpips_1dir_allpairs.py`` loop (load each file, then every later
+  file, one forward per pair); ours: :func:`lpips_core.space.embed` (one pass per image), the
+  blocked Gram matrix, tile by tile, and the jackknife interval (what ``diversity DIR`` runs). Floor: the 48
+  images' backbone passes. ``neighbours-alex-256``: each image's 5 nearest others in the same set
+  (the same 1,128 reference forwards, then sorting; ours :func:`lpips_core.space.nearest`).
+  ``--only allpairs`` runs these two.
 - floor (every case): the bare backbone forward passes the path must do for the same images —
   the torchvision ``features`` stack alone, on already prepared and scaled inputs, batched as our
   path batches them (``LPIPS.images_per_batch``). No LPIPS implementation can beat it.
@@ -399,6 +406,105 @@ def dataset_case(net, ours, ref, device, repeat, root: Path) -> Case:
     return _case(f"dataset-{net}-256", diff, run_ref, run_ours, run_floor, device, repeat)
 
 
+# --------------------------------------------------------------------------- LPIPS space (all pairs, neighbours)
+SPACE_IMAGES = 48
+
+
+def write_space_set(root: Path, n: int | None = None, side: int = 256, seed: int = 0) -> Path:
+    """``root/NNN.png``: ``n`` seeded ``side`` px crops of the sample photos at 2 × ``side`` (a
+    different photo and place each time), as a folder of generated samples would be."""
+    from PIL import Image
+
+    n = SPACE_IMAGES if n is None else n
+    photos = sorted((REPO / "sample_images").glob("*.png"))
+    big = [to_input(load_image(p).array, convention="[0,1]", size=2 * side)[0].permute(1, 2, 0).numpy()
+           for p in photos]
+    rng = np.random.default_rng(seed)
+    root.mkdir(parents=True, exist_ok=True)
+    for i in range(n):
+        top, left = rng.integers(0, side, size=2)
+        crop = big[i % len(big)][top:top + side, left:left + side]
+        Image.fromarray(np.round(crop * 255).astype(np.uint8)).save(root / f"{i:03d}.png")
+    return root
+
+
+def reference_allpairs(ref, folder: Path, device) -> dict[tuple[str, str], float]:
+    """The reference's ``lpips_1dir_allpairs.py --all-pairs`` loop: for each file, load it, then
+    load every later file and run one forward per pair (Pillow decoding, ``lpips.im2tensor``)."""
+    import lpips
+    from PIL import Image
+
+    files = sorted(p.name for p in folder.iterdir())
+    out = {}
+    with torch.no_grad():
+        for ff, file0 in enumerate(files[:-1]):
+            img0 = lpips.im2tensor(np.asarray(Image.open(folder / file0).convert("RGB"))).to(device)
+            for file1 in files[ff + 1:]:
+                img1 = lpips.im2tensor(np.asarray(Image.open(folder / file1).convert("RGB"))).to(device)
+                out[(file0, file1)] = float(ref(img0, img1))
+    return out
+
+
+def _space_floor(ours: LPIPS, folder: Path, device):
+    """The floor of both space cases: the backbone passes over the set's images, decoded and
+    scaled beforehand, batched as :func:`lpips_core.space.embed` batches them."""
+    names = sorted(p.name for p in folder.iterdir())
+    x = torch.cat([to_input(load_image(folder / n).array, device=device) for n in names])
+    x_in = (x - ours.shift) / ours.scale
+
+    def run_floor():
+        with torch.inference_mode():
+            floor_many(ours, x_in)
+
+    return run_floor
+
+
+def allpairs_case(ours, ref, device, repeat, folder: Path) -> Case:
+    """``allpairs-alex-256``: the mean LPIPS over all 1,128 pairs of 48 images at 256 px (the
+    reference's per-pair loop against ``diversity``'s path: :func:`lpips_core.space.embed`, the
+    blocked Gram matrix, the jackknife interval)."""
+    from lpips_core import space
+
+    names = sorted(p.name for p in folder.iterdir())
+
+    def run_ours():
+        return space.diversity(space.embed(ours, folder), device=device)
+
+    stats = run_ours()
+    d = space.pairwise_distances(space.embed(ours, folder))
+    ref_values = reference_allpairs(ref, folder, device)
+    diff = max(abs(d[names.index(a), names.index(b)] - v) for (a, b), v in ref_values.items())
+    diff = max(diff, abs(stats["mean"] - float(np.mean(list(ref_values.values())))))
+    return _case("allpairs-alex-256", diff, lambda: reference_allpairs(ref, folder, device), run_ours,
+                 _space_floor(ours, folder, device), device, repeat)
+
+
+def neighbours_case(ours, ref, device, repeat, folder: Path, k: int = 5) -> Case:
+    """``neighbours-alex-256``: each of the 48 images' 5 nearest others (dedup within one folder).
+    Reference: the same 1,128 forwards as ``allpairs``, then each image's distances sorted
+    (nearest first, ties by name); ours: :func:`lpips_core.space.nearest` of the embedding in itself."""
+    from lpips_core import space
+
+    names = sorted(p.name for p in folder.iterdir())
+
+    def run_ref():
+        vals = reference_allpairs(ref, folder, device)
+        full = {**vals, **{(b, a): v for (a, b), v in vals.items()}}
+        return {q: sorted(((full[(q, o)], o) for o in names if o != q))[:k] for q in names}
+
+    def run_ours():
+        emb = space.embed(ours, folder)
+        return space.nearest(emb, emb, k, device=device)
+
+    r, o = run_ref(), run_ours()
+    diff = 0.0
+    for i, q in enumerate(names):
+        if [names[j] for j in o.indices[i] if j >= 0] != [n for _, n in r[q]]:
+            raise SystemExit(f"neighbours-alex-256: the neighbours of {q} differ: {o.indices[i]} vs {r[q]}")
+        diff = max([diff] + [abs(a - v) for a, (v, _) in zip(o.distances[i], r[q])])
+    return _case("neighbours-alex-256", diff, run_ref, run_ours, _space_floor(ours, folder, device), device, repeat)
+
+
 def _case(name, diff, run_ref, run_ours, run_floor, device, repeat) -> Case:
     if not diff <= TOL:
         raise SystemExit(f"{name}: ours and the reference differ by {diff:.2e} > {TOL:g}; not timing")
@@ -438,6 +544,18 @@ def main(argv=None) -> int:
             with tempfile.TemporaryDirectory() as tmp:  # VGG16: about a minute per run on 2 CPU cores
                 r = max(1, repeat // 3) if net == "vgg" else repeat
                 cases.append(dataset_case(net, ours, ref, device, r, Path(tmp)))
+            _progress(cases[-1])
+    # The LPIPS-space cases run together (one image set, one model): --only allpairs runs both.
+    if want("allpairs-alex-256") or want("neighbours-alex-256"):
+        import tempfile
+
+        ours, ref = LPIPS("alex", "0.1", True, device=device), reference_model("alex", "0.1", True).to(device)
+        with tempfile.TemporaryDirectory() as tmp:  # the reference: ~1,128 forwards a run
+            folder = write_space_set(Path(tmp) / "set")
+            r = max(1, repeat // 3)
+            cases.append(allpairs_case(ours, ref, device, r, folder))
+            _progress(cases[-1])
+            cases.append(neighbours_case(ours, ref, device, r, folder))
             _progress(cases[-1])
     for net in nets:
         ours = {ver: LPIPS(net, ver, True, device=device) for ver in ("0.1", "0.0")}

@@ -1,4 +1,5 @@
-"""Command line: ``python -m lpips_core compare A B [options]``.
+"""Command line: ``python -m lpips_core compare A B [options]`` (and ``score``, ``diversity``, ``explain``,
+``merge``, ``neighbours``, ``embed``).
 
 Images are read as 8-bit RGB and scaled ``x / 255`` before the range convention applies.
 Errors (missing file, unreadable image, size mismatch, missing weights) exit with status 2 and
@@ -85,6 +86,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .datasets.cli import add_parsers  # score, diversity, explain, merge
 
     add_parsers(sub)
+    from .space_cli import add_parsers as add_space_parsers  # neighbours, embed
+
+    add_space_parsers(sub)
     return parser
 
 
@@ -163,6 +167,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     if args.command in datasets_cli.COMMANDS:
         return datasets_cli.run(args)
+    from . import space_cli
+
+    if args.command in space_cli.SPACE_COMMANDS:
+        return space_cli.run(args)
     from .images import check_file
     from .weights import WeightsUnavailable
 

@@ -95,8 +95,9 @@ def test_an_upload_over_the_total_pixel_budget_is_refused(app, monkeypatch):
     at = ok(at.file_uploader(key="ds_zip").set_value(("three.zip", _zip(members), "application/zip")).run())
     at.multiselect(key="ds_metrics").set_value(["mse"])
     at = ok(at.button(key="ds_score").click().run())
-    assert any("images hold 0 megapixels in all, more than the 0 this page scores per upload" in e.value
-               and "python -m lpips_core score" in e.value for e in at.error), [e.value for e in at.error]
+    assert any("images hold 0 megapixels in all, more than the 0 this page computes on per upload" in e.value
+               and "python -m lpips_core score REFERENCE_DIR TEST_DIR" in e.value for e in at.error), \
+        [e.value for e in at.error]
     assert "ds_result" not in at.session_state
 
 

@@ -4,7 +4,8 @@
 
     python -m lpips_core score DIR_A DIR_B [--metrics lpips,ssim] [--out rows.csv] [--json] ...
     python -m lpips_core score REF.png DIR_B             # one reference against a folder
-    python -m lpips_core diversity DIR [--sample 1000 --seed 0]
+    python -m lpips_core diversity DIR [--matrix D.npy]     # LPIPS/ST-LPIPS: all pairs via the Gram matrix
+    python -m lpips_core diversity DIR --sample 1000 --seed 0   # pairs one by one (any metric)
     python -m lpips_core explain DIR_A DIR_B --reported 0.109 [--name "LPIPS (VGG)"] [--size 128]
     python -m lpips_core merge rows.csv rows.0.csv rows.1.csv rows.2.csv
 
@@ -146,6 +147,7 @@ def add_parsers(subparsers) -> None:
     d.add_argument("--seed", type=int, default=0, help="the sample's seed (default 0)")
     _common(d)
     _outputs(d)
+    _space_options(d)
     e = subparsers.add_parser("explain", help="which configuration reproduces a reported dataset mean")
     e.add_argument("a", help="folder A (references), or one reference image file")
     e.add_argument("b", help="folder B (test images)")
@@ -169,6 +171,27 @@ def add_parsers(subparsers) -> None:
     m.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     m.add_argument("--force", action="store_true",
                    help="merge shards of other package versions, weights or devices (recorded in the manifest)")
+
+
+# --------------------------------------------------------------------------- LPIPS space (lpips_core.space_cli)
+def _space_options(d: argparse.ArgumentParser) -> None:
+    """``diversity``'s Gram-path options (``--matrix``, ``--embeddings``, ``--memory-mb``)."""
+    from ..space_cli import add_diversity_options
+
+    add_diversity_options(d)
+
+
+def _space_gram(args) -> bool:
+    """``diversity`` through the Gram matrix: every metric has an embedding and no per-pair option is set."""
+    from ..space_cli import uses_gram
+
+    return uses_gram(args)
+
+
+def _space_diversity(args):
+    from ..space_cli import print_diversity, run_diversity
+
+    return run_diversity(args), print_diversity
 
 
 # --------------------------------------------------------------------------- running
@@ -333,6 +356,8 @@ def run(args: argparse.Namespace) -> int:
             printer = _print_summary
         elif args.command == "explain":
             out, printer = _explain(args), _print_explain
+        elif args.command == "diversity" and _space_gram(args):
+            out, printer = _space_diversity(args)
         else:
             out, printer = _score(args), _print_summary
         text = json.dumps(out) if args.json else None

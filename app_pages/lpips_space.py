@@ -1,0 +1,163 @@
+"""LPIPS space: a set of images embedded once, mapped in the plane, with its diversity and neighbours.
+
+The set is the built-in demo set (:func:`lpips_explorer.demo_dataset.make_demo`: patches, their
+blurs and shifted noisy copies) or a zip of images (unpacked by the hostile-safe
+:func:`lpips_core.datasets.archive.extract_zip`, as on "Score a dataset"). Everything comes from
+:func:`lpips_explorer.space_view.analyse_set` (one forward pass per image, the Gram matrix, MDS)
+under the sidebar's LPIPS configuration; figures from :mod:`lpips_explorer.figures.space` and
+:func:`lpips_explorer.figures.maps.map_overlay`. This file reads widgets and draws results.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import streamlit as st
+
+import ui
+from lpips_core.datasets.archive import MAX_BYTES, ArchiveRefused, dataset_folders, extract_zip
+from lpips_core.datasets.specs import MetricSpec
+from lpips_explorer.figures.maps import map_overlay
+from lpips_explorer.figures.space import image_strip, space_map
+from lpips_explorer.jobs import JobsBusy
+from lpips_explorer.scratch import ScratchFull
+from lpips_explorer.space_view import analyse_set
+from ui.uploads import demo_root, over_budget, replace_root
+
+SOURCES = ("Built-in demo set", "A zip of images")
+SIZES = ("native", 64, 128, 256)
+ZIP_ROOT = "sp_zip_root"
+MAX_K = 10
+
+
+@st.cache_data(show_spinner="Embedding every image once, then all pairs…", max_entries=6)
+def view(folder: str, spec_name: str, _model):
+    """The page's view of ``folder`` under ``spec_name`` (the model is the sidebar's, keyed by the spec)."""
+    from lpips_core.datasets.specs import parse_spec
+
+    return analyse_set(_model, folder, parse_spec(spec_name), k=MAX_K)
+
+
+def folder_from_zip() -> Path | None:
+    up = st.file_uploader("A zip of images (any folders inside; every image is one point)", type=["zip"],
+                          key="sp_zip")
+    if up is None:
+        st.info("Upload a zip of images, or choose the built-in demo set.")
+        return None
+    data = up.getvalue()
+    digest = hashlib.sha256(data).hexdigest()
+    try:
+        root, _ = replace_root(ZIP_ROOT, digest, "zip", MAX_BYTES,
+                               lambda folder, room: extract_zip(data, folder, max_bytes=room))
+    except ArchiveRefused as exc:
+        st.error(f"The zip was refused: {ui.md_escape(str(exc))}")
+        return None
+    except ScratchFull as exc:
+        st.error(ui.md_escape(str(exc)))
+        return None
+    too_big = over_budget([root], digest, "python -m lpips_core diversity DIR")
+    if too_big:
+        st.error(ui.md_escape(too_big))
+        return None
+    return dataset_folders(root)[0]  # inside a single top-level folder, names start below it
+
+
+def pick_query(names: list[str]) -> None:
+    """A click on the map makes that image the query (the selectbox below follows)."""
+    event = st.session_state.get("sp_map")
+    points = (event or {}).get("selection", {}).get("points", []) if isinstance(event, dict) else \
+        getattr(getattr(event, "selection", None), "points", [])
+    for p in points:
+        row = p.get("customdata") if isinstance(p, dict) else None
+        if isinstance(row, list):
+            row = row[0] if row else None
+        if isinstance(row, int) and 0 <= row < len(names):
+            st.session_state["sp_query"] = names[row]
+            return
+
+
+# --------------------------------------------------------------------------- the page
+st.title("LPIPS space")
+st.markdown(
+    "LPIPS is a squared distance between two embeddings: each image goes through the network **once**, and "
+    "every pair's distance comes from one matrix product. A whole set at once: its map, diversity and neighbours."
+)
+c0, c1, c2 = st.columns([1.4, 1, 1])
+source = c0.radio("Images", SOURCES, key="sp_source")
+size = c1.selectbox("Working size", SIZES, key="sp_size", format_func=lambda s: "native" if s == "native" else
+                    f"{s} × {s} px", help="LPIPS compares images of one size: choose one when the set's sizes differ.")
+k = c2.slider("Neighbours shown", 1, MAX_K, 5, key="sp_k")
+if source == SOURCES[0]:
+    folder = Path(demo_root())
+    st.caption("The demo set: 12 patches of the sample photos (reference/), each blurred (A-blur/) and shifted "
+               "by 2 px plus noise (B-shift-noise/).")
+else:
+    folder = folder_from_zip()
+if folder is None:
+    st.stop()
+cfg = ui.app_config()
+model = ui.get_model()
+if model is None:
+    st.stop()
+spec = MetricSpec("lpips", net=cfg.net, version=cfg.version, lin=cfg.lin, size=None if size == "native" else size)
+try:
+    if source == SOURCES[0]:  # the demo set: small, and cached for every visitor
+        v = view(str(folder), spec.name, model)
+    else:  # an upload: one of the server's heavy-job slots
+        with ui.heavy_job("Embedding the set"):
+            v = view(str(folder), spec.name, model)
+except ValueError as exc:
+    st.error(ui.md_escape(str(exc)))
+    st.stop()
+except JobsBusy as exc:
+    st.error(str(exc))
+    st.stop()
+names = v.names
+
+# ---- the number
+s = v.stats
+lo, hi = s["ci95"]
+m1, m2 = st.columns([1, 1.5])
+m1.metric("Diversity (mean LPIPS)", f"{s['mean']:.4f}")
+m2.metric("95 % interval", "—" if lo is None else f"{lo:.4f}–{hi:.4f}")
+st.caption(f"Over all {s['pairs']} pairs of {s['images']} images; {spec.name} at {v.input_size[1]} × "
+           f"{v.input_size[0]} px. Interval: jackknife over images (leave one image out), since pairs that share "
+           "an image are not independent draws."
+           + (f" {len(v.skipped)} unreadable file(s) left out." if v.skipped else ""))
+
+# ---- the map
+nearest = [(names[int(r[0])], float(dv[0])) for r, dv in zip(v.nn_index, v.nn_distance)]
+if st.session_state.get("sp_query") not in names:
+    st.session_state["sp_query"] = names[0]
+query = names.index(st.session_state["sp_query"])
+st.subheader("The map")
+st.plotly_chart(space_map(v.xy, names, thumbnails=v.thumbs, groups=v.groups, nearest=nearest, highlight=query),
+                key="sp_map", on_select=lambda: pick_query(names), selection_mode="points")
+st.caption("Metric MDS (scikit-learn) of √LPIPS, the Euclidean distance between embeddings: close images lie "
+           "close. Hover a point for its name and nearest image; click one to make it the query.")
+
+# ---- query → nearest
+st.subheader("Nearest images")
+st.selectbox("Query", names, key="sp_query")
+query = names.index(st.session_state["sp_query"])
+idx, dist = v.nn_index[query][:k], v.nn_distance[query][:k]
+st.plotly_chart(image_strip([v.thumbs[query]] + [v.thumbs[int(j)] for j in idx],
+                            ["query"] + [f"{r} · {dv:.4f}" for r, dv in enumerate(dist, start=1)],
+                            hover=[names[query]] + [names[int(j)] for j in idx], height=170), key="sp_strip")
+st.caption("Nearest first: " + " · ".join(f"{r}. {ui.md_escape(names[int(j)])} ({dv:.4f})"
+                                         for r, (j, dv) in enumerate(zip(idx, dist), 1))
+           + ". Equal distances (identical images) go by name; the same search as "
+           "`python -m lpips_core neighbours DIR DIR`.")
+
+# ---- closest and farthest pairs
+st.subheader("Closest and farthest pairs")
+cols = st.columns(2)
+for col, label in zip(cols, ("closest", "farthest")):
+    p = v.pairs[label]
+    with col:
+        st.markdown(f"**{label.capitalize()}**: {ui.md_escape(names[p['i']])} and {ui.md_escape(names[p['j']])}, "
+                    f"LPIPS {p['d']:.4f}")
+        st.image([p["a"], p["b"]], caption=[names[p["i"]], names[p["j"]]], width=120)
+        st.plotly_chart(map_overlay(p["b"], p["map"], title=f"spatial LPIPS (mean {p['map'].mean():.4f})",
+                                    height=280), key=f"sp_pair_{label}")
