@@ -196,7 +196,7 @@ else:
     st.plotly_chart(sharpness_bars({"mean of the copies": blur.mean_sharpness,
                                     **{k: r.sharpness for k, r in runs.items()}}), key="lal_blur_sharpness")
     side = blur.settings["size"]
-    st.caption(f"Images of {side}×{side} px (W×H), shown enlarged by whole pixels · shifts (dy, dx): "
+    st.caption(f"Images of {ui.size_text(side, side, labelled=True)}, shown enlarged by whole pixels · shifts (dy, dx): "
                f"{blur.shifts} · seed {blur.settings['seed']} · Adam, learning rate from {blur.settings['lr']:g} "
                "to 0 on a cosine of the step number, image clamped to [0, 1] · each loss in its own input "
                "convention · sharpness: mean square of the Laplacian ÷ the reference's.")
@@ -295,5 +295,5 @@ else:
                         key="lal_fool_curves")
     fside = fool.settings["size"]
     st.caption(f"Source to target: RMS {fool.source_to_target:.3f} · ε = {fool.eps:g} · images of "
-               f"{fside}×{fside} px (W×H), shown enlarged by whole pixels · seed {fool.settings['seed']} · "
+               f"{ui.size_text(fside, fside, labelled=True)}, shown enlarged by whole pixels · seed {fool.settings['seed']} · "
                "step size on a cosine of the step number · RMS distance on the 0–1 pixel scale.")

@@ -86,7 +86,7 @@ st.markdown(
 c0, c1, c2 = st.columns([1.4, 1, 1])
 source = c0.radio("Images", SOURCES, key="sp_source")
 size = c1.selectbox("Working size", SIZES, key="sp_size", format_func=lambda s: "native" if s == "native" else
-                    f"{s} × {s} px", help="LPIPS compares images of one size: choose one when the set's sizes differ.")
+                    ui.size_text(s, s), help="LPIPS compares images of one size: choose one when the set's sizes differ.")
 k = c2.slider("Neighbours shown", 1, MAX_K, 5, key="sp_k")
 if source == SOURCES[0]:
     folder = Path(demo_root())
@@ -121,8 +121,8 @@ lo, hi = s["ci95"]
 m1, m2 = st.columns([1, 1.5])
 m1.metric("Diversity (mean LPIPS)", f"{s['mean']:.4f}")
 m2.metric("95 % interval", "—" if lo is None else f"{lo:.4f}–{hi:.4f}")
-st.caption(f"Over all {s['pairs']} pairs of {s['images']} images; {spec.name} at {v.input_size[1]} × "
-           f"{v.input_size[0]} px. Interval: jackknife over images (leave one image out), since pairs that share "
+st.caption(f"Over all {s['pairs']} pairs of {s['images']} images; {spec.name} at "
+           f"{ui.size_text(v.input_size[1], v.input_size[0], labelled=True)}. Interval: jackknife over images (leave one image out), since pairs that share "
            "an image are not independent draws."
            + (f" {len(v.skipped)} unreadable file(s) left out." if v.skipped else ""))
 

@@ -78,8 +78,6 @@ class MetricInfo:
         versions: the weight versions it has (first = default); empty when it has one.
         has_baseline: it has an uncalibrated variant (``lin=False``).
         components: the names of the result's ``components`` (DISTS: texture, structure).
-        euclidean: the distance is a squared Euclidean distance between per-image embeddings
-            (:mod:`lpips_core.space`): LPIPS, whose lin weights are non-negative.
     """
 
     name: str
@@ -97,11 +95,20 @@ class MetricInfo:
     versions: tuple[str, ...] = ()
     has_baseline: bool = False
     components: tuple[str, ...] = ()
-    euclidean: bool = False
 
     @property
     def has_maps(self) -> bool:
         return self.cls.has_maps
+
+    @property
+    def euclidean(self) -> bool:
+        """The distance is a squared Euclidean distance between per-image embeddings
+        (:mod:`lpips_core.space`): LPIPS's recipe (:class:`~lpips_core.model.LPIPSBase`: unit-normalised
+        taps, non-negative channel weights on squared differences, spatial mean, sum over layers),
+        which LPIPS and ST-LPIPS follow and DISTS does not."""
+        from .model import LPIPSBase
+
+        return issubclass(self.cls, LPIPSBase)
 
 
 def _stlpips_available(net: str) -> tuple[bool, str]:
@@ -127,7 +134,7 @@ METRICS: dict[str, MetricInfo] = {
         "Zhang, Isola, Efros, Shechtman and Wang, CVPR 2018",
         "ImageNet features, unit-normalised, channel weights fitted to BAPPS 2AFC judgments.",
         cls=LPIPS, factory=lambda net, version, lin, device: LPIPS(net, version or "0.1", lin, device=device),
-        available=_weights.availability, versions=_weights.VERSIONS, has_baseline=True, euclidean=True,
+        available=_weights.availability, versions=_weights.VERSIONS, has_baseline=True,
     ),
     "stlpips": MetricInfo(
         "stlpips", "ST-LPIPS", _st.ST_NETS, "alex", _st.STLPIPS.input_range, True, False,

@@ -82,7 +82,7 @@ _MANIFEST = re.compile(r"^embedding-(\d{5})-of-(\d{5})\.json$")
 
 # --------------------------------------------------------------------------- which metrics
 def has_embedding(spec) -> bool:
-    """Whether the metric of ``spec`` (a :class:`~lpips_core.datasets.specs.MetricSpec` or its
+    """Whether the metric of ``spec`` (a :class:`~lpips_core.spec.MetricSpec` or its
     name) is a squared Euclidean distance between per-image embeddings.
 
     True for LPIPS (every net, version, lin and baseline) and ST-LPIPS: both are LPIPS's recipe
@@ -91,14 +91,9 @@ def has_embedding(spec) -> bool:
     metrics. Whether a built model's weights really are non-negative is checked by
     :func:`check_euclidean`.
     """
-    from . import metric_registry
-    from .datasets.specs import parse_spec
-    from .model import LPIPSBase
+    from .spec import parse_spec
 
-    spec = parse_spec(spec)
-    if not spec.learned:
-        return False
-    return issubclass(metric_registry.METRICS[spec.metric].cls, LPIPSBase)
+    return parse_spec(spec).euclidean
 
 
 def check_euclidean(model) -> None:

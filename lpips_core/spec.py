@@ -174,9 +174,10 @@ class MetricSpec:
 
     @property
     def euclidean(self) -> bool:
-        """The metric is a squared Euclidean distance between per-image embeddings (LPIPS, with lin
-        weights that are non-negative, as every released file's are; see :mod:`lpips_core.space`):
-        a set of N images needs N forward passes for all its pairs. ST-LPIPS and DISTS are not."""
+        """The metric is a squared Euclidean distance between per-image embeddings (LPIPS and
+        ST-LPIPS, whose channel weights are non-negative in every released file; see
+        :mod:`lpips_core.space`): a set of N images needs N forward passes for all its pairs. DISTS
+        and the classic metrics are not."""
         return self.learned and metric_registry.METRICS[self.metric].euclidean
 
     def replace(self, **changes) -> "MetricSpec":

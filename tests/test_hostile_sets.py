@@ -590,19 +590,23 @@ def test_a_study_database_of_schema_version_0_gets_a_clear_message(tmp_path):
 
 # --------------------------------------------------------------------------- 11. runaway options
 def test_diversity_refuses_too_many_pairs_before_building_them(tmp_path, capsys):
-    """450 images are 101,025 pairs: refused without --sample, with the count, the estimated time
-    and the way out, before any pair is built; with --sample it runs."""
+    """450 images are 101,025 pairs: on the per-pair path (a metric without an embedding, here
+    DISTS) refused without --sample, with the count, the estimated time and the way out, before any
+    pair is built; with --sample it runs. LPIPS takes the embedding path (450 forward passes), which
+    needs no bound: it goes on to read the (empty) files."""
     d = tmp_path / "many"
     d.mkdir()
     for i in range(450):
         (d / f"{i:04d}.png").write_bytes(b"")
     start = time.perf_counter()
-    assert _main("diversity", str(d), "--workers", "0") == 2
+    assert _main("diversity", str(d), "--metrics", "dists", "--workers", "0") == 2
     err = capsys.readouterr().err
     assert time.perf_counter() - start < 10
     assert err == ("error: all pairs of 450 images are 101,025 pairs, more than the 100,000 scored without --sample "
-                   "(about 20 minutes at ~12 ms a pair, before any result); pass --sample K to score a seeded random "
+                   "(about 2.2 hours at ~80 ms a pair, before any result); pass --sample K to score a seeded random "
                    "sample of K pairs (e.g. --sample 100000)\n")
+    assert _main("diversity", str(d), "--workers", "0") == 2
+    assert capsys.readouterr().err.startswith("error: no readable image (450 could not be read")
     assert _main("diversity", str(d), "--metrics", "mse", "--sample", "3", "--workers", "0", "--json") == 0
     assert json.loads(capsys.readouterr().out)["skipped_by_reason"] == {"unreadable": 3}  # empty files
     with pytest.raises(ValueError, match="all pairs are 10 pairs, more than the 5 scored without --sample"):

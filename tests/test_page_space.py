@@ -36,7 +36,7 @@ def test_demo_set_map_number_and_neighbours(app, expected):
     assert metrics["Diversity (mean LPIPS)"] == f"{stats['mean']:.4f}"
     lo, hi = stats["ci95"]
     assert metrics["95 % interval"] == f"{lo:.4f}–{hi:.4f}"
-    assert any(c.value.startswith("Over all 630 pairs of 36 images; lpips-alex-0.1-lin-[-1,1] at 96 × 96 px")
+    assert any(c.value.startswith("Over all 630 pairs of 36 images; lpips-alex-0.1-lin-[-1,1] at 96×96 px (width×height)")
                for c in at.caption)
     charts = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
     assert len(charts) == 4  # the map, the strip, the two pairs' maps
@@ -103,7 +103,7 @@ def test_mixed_sizes_ask_for_a_working_size_and_squeezenet_stops_cleanly(app, tm
     at = ok(at.file_uploader(key="sp_zip").set_value(("mixed.zip", _zip(members), "application/zip")).run())
     assert any("LPIPS compares images of one size" in e.value for e in at.error)
     at = ok(at.selectbox(key="sp_size").set_value(64).run())
-    assert any(c.value.startswith("Over all 3 pairs of 3 images; lpips-alex-0.1-lin-[-1,1]@64 at 64 × 64 px")
+    assert any(c.value.startswith("Over all 3 pairs of 3 images; lpips-alex-0.1-lin-[-1,1]@64 at 64×64 px (width×height)")
                for c in at.caption)
     from ui import weights_status
 
