@@ -12,7 +12,7 @@
 
 from .pairs import Discovery, Pair, all_pairs, match_folders, reference_pairs
 from .score import ScoreResult, Scorer, score_pairs, summarize
-from .specs import MetricSpec, parse_spec, parse_specs
+from ..spec import MetricSpec, parse_spec, parse_specs
 from .store import merge_tables, read_rows
 
 __all__ = [
