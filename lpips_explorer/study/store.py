@@ -431,7 +431,7 @@ class StudyStore:
                 and ``family``), in the order students see them.
             digests: the SHA-256 of each triplet's pixels (lets a later version notice drift).
             pngs: each triplet's ``(reference, copy 1, copy 2)`` PNG bytes as shown to students.
-            distances: each triplet's ``{metric key: (value for copy 1, value for copy 2)}``.
+            distances: each triplet's ``{spec name: (value for copy 1, value for copy 2)}``.
             lecturer_key: the key that opens the lecturer view (default: drawn here).
 
         Raises:
