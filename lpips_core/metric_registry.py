@@ -178,7 +178,7 @@ def _net(info: MetricInfo, net: str | None) -> str:
     if net is None:
         return info.default_net
     if net not in info.nets:
-        raise ValueError(f"{info.label} has nets {info.nets}, got {net!r}")
+        raise ValueError(f"{info.label} has no {net!r} backbone; it has nets {info.nets}")
     return net
 
 

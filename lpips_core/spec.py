@@ -107,12 +107,13 @@ class MetricSpec:
         info = metric_registry.METRICS[self.metric]
         net = info.default_net if self.net is None else self.net
         if net not in info.nets:
-            raise ValueError(f"{info.label} has nets {info.nets}, got {net!r}")
+            raise ValueError(f"{info.label} has no {net!r} backbone; it has nets {info.nets}")
         version = self.version if self.version is not None else (info.versions[0] if info.versions else None)
         if version is not None and version not in info.versions:
-            raise ValueError(f"{info.label} has versions {info.versions or '(one)'}, got {version!r}")
+            raise ValueError(f"{info.label} has versions {info.versions}, got {version!r}" if info.versions else
+                             f"{info.label} has one version: version (--version) applies to --metric lpips only")
         if not self.lin and not info.has_baseline:
-            raise ValueError(f"{info.label} has no uncalibrated baseline")
+            raise ValueError(f"{info.label} has no uncalibrated baseline: lin=False (--baseline) applies to --metric lpips only")
         conv = info.input_range if self.convention in (None, "correct") else self.convention
         if conv not in CONVENTIONS:
             raise ValueError(f"convention must be one of {CONVENTIONS}, got {self.convention!r}")
