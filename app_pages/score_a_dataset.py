@@ -275,8 +275,8 @@ for label, disc in result["discoveries"].items():
     rep = disc.report()
     run = result["runs"][label]
     st.caption(f"{label}: {rep['pairs']} pairs · {run.summary['skipped']} skipped "
-               f"{run.summary['skipped_by_reason'] or ''} · unmatched: {rep['only_a']} reference, "
-               f"{rep['only_b']} method · duplicate names: {rep['duplicates']} · non-images: {rep['ignored']}")
+               f"{run.summary['skipped_by_reason'] or ''} · unmatched: {rep['only_reference']} reference, "
+               f"{rep['only_test']} method · duplicate names: {rep['duplicates']} · non-images: {rep['ignored']}")
 st.dataframe(summary_frame(result), hide_index=True, key="ds_summary")
 st.caption("std: sample standard deviation (ddof = 1); ci95: Student t interval of the mean.")
 
