@@ -8,6 +8,7 @@ import pandas as pd
 import streamlit as st
 
 import ui
+from lpips_core.spec import MetricSpec
 from lpips_explorer import calibration as cal
 from lpips_explorer.figures import calibration as figs
 
@@ -42,21 +43,24 @@ def run_2afc(net_seeds: tuple[int, ...], n: int, steps: int, lr: float, train_se
     bar = st.progress(0.0, text="Toy 2AFC: starting…")
     t0 = time.perf_counter()
     result = cal.run_2afc(net_seeds=net_seeds, n_train=n, n_test=n, steps=steps, lr=lr, train_seed=train_seed,
-                          test_seed=test_seed, progress=lambda f, msg: bar.progress(f, text=f"Toy 2AFC: {msg}"))
+                          test_seed=test_seed,
+                          progress=lambda done, total: bar.progress(done / total, text=f"Toy 2AFC: {done / total:.0%}"))
     bar.progress(1.0, text=f"Toy 2AFC: computed in {time.perf_counter() - t0:.1f} s (kept for these settings)")
     return result
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
-def real_scores(net: str, version: str, device: str, n: int, test_seed: int, _model) -> cal.RealLPIPSResult:
-    # _model is the cached LPIPS for (net, version, lin=True, device), all part of the key.
-    label = f"{ui.NET_LABELS[net]} LPIPS"
+def real_scores(spec: str, device: str, n: int, test_seed: int, _model) -> cal.RealLPIPSResult:
+    """:func:`lpips_explorer.calibration.real_lpips_2afc` with the app's cached model of ``spec`` (a
+    name; ``_model`` is its model on ``device``, both part of the key)."""
+    label = f"{MetricSpec.parse(spec).label}"
     bar = st.progress(0.0, text=f"{label}: drawing the test triplets…")
     t0 = time.perf_counter()
     test = test_triplets(n, test_seed)
-    base, lin = cal.score_lpips_2afc(_model, test, progress=lambda f, msg: bar.progress(f, text=f"{label}: {msg}"))
+    out = cal.real_lpips_2afc(test, {spec: _model}, progress=lambda done, total: bar.progress(
+        done / total, text=f"{label}: {done:.0f} of {total:.0f} test triplets"))
     bar.progress(1.0, text=f"{label}: computed in {time.perf_counter() - t0:.1f} s (kept for these settings)")
-    return cal.RealLPIPSResult(net, version, base, lin, f"weights: {_model.weights}")
+    return next(iter(out.values()))
 
 
 def _settings_text(s: dict) -> str:
@@ -136,10 +140,10 @@ st.markdown(
     "after every step), both on held-out test triplets. Ties count one half."
 )
 
-cfg = ui.app_config()
-status = ui.weights_status()
-real_options = [n for n in ("alex", "vgg") if status[n][0]]
-real_default = [n for n in (real_options if cfg.device != "cpu" else CPU_REAL_DEFAULT) if n in real_options]
+cfg = ui.sidebar_spec()
+status = {net: ui.availability(cfg.replace(net=net)) for net in cal.REAL_NETS}
+real_options = [n for n in cal.REAL_NETS if status[n][0]]
+real_default = [n for n in (real_options if ui.device_name() != "cpu" else CPU_REAL_DEFAULT) if n in real_options]
 
 with st.form("cal_form"):
     c1, c2, c3, c4 = st.columns(4)
@@ -160,7 +164,7 @@ with st.form("cal_form"):
         help="Uses the sidebar's version. VGG16 takes about two minutes on a CPU, seconds on a GPU.",
     )
     submitted = st.form_submit_button("Run the experiment", type="primary", key="cal_run")
-for net in ("alex", "vgg"):
+for net in cal.REAL_NETS:
     if not status[net][0]:
         st.caption(f"{ui.NET_LABELS[net]} cannot be scored here: {ui.md_escape(status[net][1], links=True)}")
 
@@ -176,11 +180,12 @@ def show_results(last: dict) -> None:
     result = run_2afc(last["net_seeds"], last["n"], last["steps"], last["lr"], last["train_seed"], last["test_seed"])
     real: dict[str, cal.RealLPIPSResult] = {}
     for net in last["real"]:
-        model = ui.get_model(net, last["version"], True)
+        spec = cfg.replace(net=net, version=last["version"], lin=True)  # the lin weights are what it fits against
+        model = ui.get_model(spec)
         if model is None:
-            real[net] = cal.RealLPIPSResult(net, last["version"], None, None, "weights unavailable (see above)")
+            real[net] = cal.RealLPIPSResult(net, spec.version, None, None, "weights unavailable (see above)")
         else:
-            real[net] = real_scores(net, last["version"], str(model.device), last["n"], last["test_seed"], model)
+            real[net] = real_scores(spec.name, ui.device_name(), last["n"], last["test_seed"], model)
 
     st.caption("Results for: " + _settings_text(last)
                + ("" if not last["real"] else " · real LPIPS v" + last["version"] + ": "

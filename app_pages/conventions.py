@@ -10,8 +10,8 @@ import pandas as pd
 import streamlit as st
 
 import ui
-from lpips_core.cells import frame_to_csv
 from lpips_core import metric_registry
+from lpips_core.cells import frame_to_csv
 from lpips_core.conventions import resize, to_tensor
 from lpips_explorer.figures.grids import conventions_heatmap, size_curves
 from lpips_core.images import load_image
@@ -28,15 +28,15 @@ SUCCESSOR_SIZES = (None, 64, 256)
 @st.cache_data(show_spinner=False, max_entries=64)
 def grid_piece(ref: np.ndarray, dist: np.ndarray, net: str, size: int | None, _models: dict) -> list:
     """One backbone at one size: every variant in one batch per version (cached per piece, so the
-    page can advance its progress bar between pieces)."""
-    return conventions_grid(ref, dist, get_model=lambda n, v: _models.get(v), nets=(net,), sizes=(size,))
+    page can advance its progress bar between pieces); ``_models``: spec → the app's cached model."""
+    return conventions_grid(ref, dist, get_model=_models.get, nets=(net,), sizes=(size,))
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
-def successor_piece(ref: np.ndarray, dist: np.ndarray, metric: str, net: str, size: int | None, _model) -> list:
-    """One successor metric at one size under every range convention, in one batch (cached by both
-    images' content, the metric, its net and the size)."""
-    return metric_conventions_grid(ref, dist, metric=metric, model=_model, sizes=(size,))
+def successor_piece(ref: np.ndarray, dist: np.ndarray, spec: str, size: int | None, _model) -> list:
+    """One extra metric (``spec``, a name; ``_model`` its model) at one size under every range
+    convention, in one batch (cached by both images' content, the spec and the size)."""
+    return metric_conventions_grid(_model, ref, dist, sizes=(size,))
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
@@ -48,6 +48,11 @@ def uploaded_test(data: bytes, name: str, shape: tuple[int, int]) -> tuple[np.nd
     if own != tuple(shape):
         arr = resize(to_tensor(arr), tuple(shape))[0].permute(1, 2, 0).numpy().astype(np.float32)
     return np.ascontiguousarray(arr), own
+
+
+def backbone(spec) -> str:
+    """The LPIPS grid's row name: the backbone alone (``"AlexNet"``); the page is about LPIPS."""
+    return ui.NET_LABELS[spec.net]
 
 
 def in_order(by_net: dict[str, list]) -> list:
@@ -92,9 +97,10 @@ c1, c2 = st.columns(2)
 c1.image(ref, caption="reference", clamp=True, width="stretch")
 c2.image(dist, caption="distorted", clamp=True, width="stretch")
 
-status = ui.weights_status()
-nets = [n for n in ui.NET_LABELS if status[n][0]]
-skipped = [n for n in ui.NET_LABELS if not status[n][0]]
+grid_metric = ui.DEFAULT_SPEC  # the grid's metric (LPIPS): its backbones and versions
+versions = metric_registry.METRICS[grid_metric.metric].versions
+nets = [n for n in ui.NET_LABELS if ui.availability(grid_metric.replace(net=n))[0]]
+skipped = [n for n in ui.NET_LABELS if n not in nets]
 chosen = st.multiselect("Backbones", nets, default=nets, format_func=ui.NET_LABELS.get, key="conv_nets")
 if skipped:
     st.caption("Left out (no weights on this machine): " + ", ".join(ui.NET_LABELS[n] for n in skipped) + ".")
@@ -108,13 +114,13 @@ def lpips_grid() -> None:
 
     # The sidebar's backbone first: its rows are drawn as soon as they are scored, and the grid fills in
     # as the others (VGG16 is ten times AlexNet's work) are scored below it.
-    first = [n for n in chosen if n == ui.app_config().net] or chosen[:1]
+    first = [n for n in chosen if n == ui.sidebar_spec().net] or chosen[:1]
     order = first + [n for n in chosen if n not in first]
     chart, bar = st.empty(), st.progress(0.0, text="Scoring the grid…")
     by_net: dict[str, list] = {}
     started, done = time.monotonic(), 0
     for i, net in enumerate(order):
-        models = {"0.1": ui.get_model(net, "0.1", True, quiet=True), "0.0": ui.get_model(net, "0.0", True, quiet=True)}
+        models = ui.get_models([grid_metric.replace(net=net, version=v) for v in versions], quiet=True)
         if any(m is None for m in models.values()):
             done += len(SIZES)
             continue
@@ -126,7 +132,7 @@ def lpips_grid() -> None:
         rest = [ui.NET_LABELS[n] for n in order[i + 1:]]
         if rest and by_net and time.monotonic() - started > STAGE_AFTER_S:  # scoring, not reading the cache
             with chart.container():
-                st.plotly_chart(conventions_heatmap(in_order(by_net), net_labels=ui.NET_LABELS))
+                st.plotly_chart(conventions_heatmap(in_order(by_net), row_label=backbone))
                 st.caption(f"{' and '.join(rest)}: being scored (below); the grid gains its rows when done.")
     bar.empty()
     cells = in_order(by_net)
@@ -135,17 +141,17 @@ def lpips_grid() -> None:
         st.warning("No backbone could be scored.")
         return
 
-    chart.plotly_chart(conventions_heatmap(cells, net_labels=ui.NET_LABELS), key="conv_heatmap")
+    chart.plotly_chart(conventions_heatmap(cells, row_label=backbone), key="conv_heatmap")
     st.caption("Colour: log₂ of the ratio to the reference (★, white = agrees; red = larger, blue = smaller). "
                "Each cell shows the ratio and the LPIPS value; hover for the explanation.")
     st.markdown("**LPIPS against the size it is computed at** (the correct convention, each backbone):")
-    st.plotly_chart(size_curves(cells, net_labels=ui.NET_LABELS), key="conv_size_chart")
+    st.plotly_chart(size_curves(cells, row_label=backbone), key="conv_size_chart")
     refs = [c for c in cells if c.is_reference]
     spans = []
-    for net in dict.fromkeys(c.net for c in refs):
-        vals = {c.size_label: c.value for c in refs if c.net == net}
+    for row in dict.fromkeys(c.row_spec for c in refs):
+        vals = {c.size_label: c.value for c in refs if c.row_spec == row}
         lo, hi = min(vals, key=vals.get), max(vals, key=vals.get)
-        spans.append(f"{ui.NET_LABELS[net]} {vals[hi]:.3f} at {hi} vs {vals[lo]:.3f} at {lo}")
+        spans.append(f"{backbone(row)} {vals[hi]:.3f} at {hi} vs {vals[lo]:.3f} at {lo}")
     st.caption("The same pair at different sizes: " + "; ".join(spans) + ". A score is comparable only at a stated size.")
 
     st.subheader("What each variant models")
@@ -169,35 +175,31 @@ def successors_grid() -> None:
         "torchvision's `ToTensor` gives them. Below, the same pair is fed to each under every range convention; "
         "each cell is a ratio to that metric's correct value at the same size."
     )
-    picked = ui.successor_picker("conv_successors")
+    picked = ui.extras_picker("conv_successors")
     rows = []
-    for sid in ui.SUCCESSORS:
-        metric, net = ui.SUCCESSORS[sid]
-        info = metric_registry.METRICS[metric]
-        rows.append({"metric": ui.successor_label(sid), "expects": metric_registry.correct_convention(metric),
-                     "paper": info.reference, "what it changes": info.summary})
+    for spec in ui.EXTRA_SPECS:
+        info = metric_registry.METRICS[spec.metric]
+        rows.append({"metric": spec.label, "expects": spec.convention, "paper": info.reference,
+                     "what it changes": info.summary})
     st.table(pd.DataFrame(rows).set_index("metric"))  # wraps its text: every row reads whole
     if not picked:
         st.info("Choose a successor metric above to see what a wrong convention does to it.")
         return
-    models = {sid: m for sid, m in ui.successor_models(picked).items() if m is not None}
+    models = {spec: m for spec, m in ui.get_models(picked).items() if m is not None}
     if not models:
         return
     cells = []
     bar = st.progress(0.0, text="Scoring the successor metrics…")
-    pieces = [(sid, size) for sid in models for size in SUCCESSOR_SIZES]
-    for k, (sid, size) in enumerate(pieces):
-        metric, net = ui.SUCCESSORS[sid]
-        bar.progress(k / len(pieces), text=f"{ui.successor_label(sid)} at "
-                                            f"{NATIVE if size is None else ui.size_text(size, size)}…")
-        cells += with_size(successor_piece(ref, dist, metric, net, size, models[sid]), size)
+    pieces = [(spec, size) for spec in models for size in SUCCESSOR_SIZES]
+    for k, (spec, size) in enumerate(pieces):
+        bar.progress(k / len(pieces), text=f"{spec.label} at {NATIVE if size is None else ui.size_text(size, size)}…")
+        cells += with_size(successor_piece(ref, dist, spec.name, size, models[spec]), size)
     bar.empty()
-    labels = {sid: ui.successor_label(sid) for sid in models}
-    st.plotly_chart(conventions_heatmap(cells, net_labels=labels, value_name="distance"), key="conv_succ_heatmap")
+    st.plotly_chart(conventions_heatmap(cells, value_name="distance"), key="conv_succ_heatmap")
     st.caption("★ marks each metric's correct convention. Colour: log₂ of the ratio to it (white = agrees; "
                "red = larger, blue = smaller); hover for what the mistake models.")
     table = pd.DataFrame(metric_grid_rows(cells))
-    table["metric"] = table["metric"].map(labels)
+    table["metric"] = table["metric"].map({spec.name: spec.label for spec in models})
     with st.expander("All successor values"):
         st.dataframe(table, hide_index=True, key="conv_succ_table")
     csv = frame_to_csv(table.assign(reference=ref_name, pair=source))

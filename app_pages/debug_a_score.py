@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-import hashlib
 import io
 import math
-import threading
 import time
 import weakref
-from collections import OrderedDict
 
 import pandas as pd
 import streamlit as st
 
 import ui
 from lpips_core.backbones import between_layers
+from lpips_core.caching import LRU, content_digest
 from lpips_core.conventions import RESIZE_METHODS
 from lpips_explorer.diagnostics import (
     CHECKS,
@@ -49,9 +47,9 @@ FINISHED_KEPT = 8
 
 
 @st.cache_resource(show_spinner=False)
-def _finished() -> tuple[OrderedDict, threading.Lock]:
-    """The server's last :data:`FINISHED_KEPT` finished diagnoses (or refusals), by content, and their lock."""
-    return OrderedDict(), threading.Lock()
+def _finished() -> LRU:
+    """The server's last :data:`FINISHED_KEPT` finished diagnoses (or refusals), by content."""
+    return LRU(FINISHED_KEPT)
 
 
 @st.cache_resource(show_spinner=False)
@@ -71,29 +69,24 @@ def pair_images(diag: Diagnosis) -> tuple[str, str]:
 
 
 def run(ref_data: bytes, ref_name: str, test_data: bytes, test_name: str, resolution: str, working_side: int,
-        method: str, net: str, version: str, lin: bool, model, progress) -> Diagnosis | str:
-    """:func:`diagnose_files` on the two files as uploaded (``progress`` sees the score first, then each
-    check); the reason (a ``str``) when it cannot run. Finished results are reused by content."""
-    digest = [hashlib.blake2b(d, digest_size=16).hexdigest() for d in (ref_data, test_data)]
-    key = (*digest, ref_name, test_name, resolution, working_side, method, net, version, lin)
-    done, lock = _finished()
-    with lock:
-        if key in done:
-            done.move_to_end(key)
-            return done[key]
-    try:
-        out = diagnose_files(model, ref_data, test_data, reference_name=ref_name, test_name=test_name,
-                             resolution=resolution, working_side=working_side, method=method,
-                             progress=progress)
-    except ImageLoadError as exc:
-        out = str(exc)
-    except ValueError as exc:  # e.g. an image the backbone cannot take even after upscaling
-        out = f"The pair could not be scored: {exc}"
-    with lock:
-        done[key] = out
-        while len(done) > FINISHED_KEPT:
-            done.popitem(last=False)
-    return out
+        method: str, spec: str, model, on_partial) -> Diagnosis | str:
+    """:func:`diagnose_files` on the two files as uploaded (``on_partial`` sees the score first, then
+    each check) with ``spec``'s model; the reason (a ``str``) when it cannot run. Finished results
+    are reused by content."""
+    key = (content_digest(ref_data), content_digest(test_data), ref_name, test_name, resolution, working_side,
+           method, spec)
+
+    def compute() -> Diagnosis | str:
+        try:
+            return diagnose_files(model, ref_data, test_data, reference_name=ref_name, test_name=test_name,
+                                  resolution=resolution, working_side=working_side, method=method,
+                                  on_partial=on_partial)
+        except ImageLoadError as exc:
+            return str(exc)
+        except ValueError as exc:  # e.g. an image the backbone cannot take even after upscaling
+            return f"The pair could not be scored: {exc}"
+
+    return _finished().get_or_compute(key, compute)
 
 
 def score_row(diag: Diagnosis, net_label: str) -> None:
@@ -157,7 +150,7 @@ st.markdown(
     "own resolution, and every check runs on the files themselves. The summary ranks what each check found "
     "by how much it changes the score."
 )
-cfg = ui.app_config()
+cfg = ui.sidebar_spec()
 max_side = ui.working_side()
 u1, u2 = st.columns(2)
 ref_file = u1.file_uploader("Reference image", type=ui.UPLOAD_TYPES, key="dbg_ref_file")
@@ -192,7 +185,7 @@ method = o2.selectbox("When the sizes differ, resize the test image with", RESIZ
 st.caption(f"When the two files differ in size, {SIZE_POLICY}. At the files' own size the longer side is capped "
            f"at {NATIVE_MAX_SIDE} px (larger files are downscaled, with a notice) so VGG16 answers within seconds "
            f"on a CPU; the working size is the sidebar's ({max_side} px).")
-model = ui.get_model()
+model = ui.get_model(cfg)
 if model is None:
     st.stop()
 net_label = ui.NET_LABELS[cfg.net]
@@ -213,8 +206,8 @@ def stop_if_replaced() -> None:
 
 
 with st.spinner("Scoring the pair…"), between_layers(stop_if_replaced):
-    diag = run(ref_data, ref_name, test_data, test_name, resolution, max_side, method, cfg.net, cfg.version,
-               cfg.lin, model, lambda partial: show_partial(box, partial, net_label))
+    diag = run(ref_data, ref_name, test_data, test_name, resolution, max_side, method, cfg.name, model,
+               lambda partial: show_partial(box, partial, net_label))
 box.empty()
 if isinstance(diag, str):
     st.error(ui.md_escape(diag))

@@ -8,6 +8,7 @@ import streamlit as st
 
 import ui
 from lpips_explorer.diagnostics import layer_breakdown
+from lpips_explorer.lab import note
 from lpips_explorer.figures.layers import (
     heatmaps_row,
     lin_weight_bars,
@@ -26,7 +27,7 @@ ANGLE_HELP = ("The angle between the two unit vectors at that position; none on 
 
 
 @st.cache_data(show_spinner=False, max_entries=2)
-def breakdown(ref: np.ndarray, dist: np.ndarray, net: str, version: str, lin: bool, _model):
+def breakdown(ref: np.ndarray, dist: np.ndarray, spec: str, _model):
     """Every layer of one pair; one forward pass of the distorted image (the reference's is cached)."""
     return layer_breakdown(_model, ref, dist)
 
@@ -74,15 +75,16 @@ st.markdown(
 
 # --------------------------------------------------------------------------- the real network
 st.subheader("The real network")
-cfg = ui.app_config()
-model = ui.get_model()
+cfg = ui.sidebar_spec()
+model = ui.get_model(cfg)
 if model is None:
     st.info("Choose an available backbone in the sidebar to look inside the real network.")
     st.stop()
 ref, ref_name, dist, source = ui.current_pair()
-st.caption(f"Model: {cfg.label} (sidebar). Pair: {ui.md_escape(ref_name)} against {ui.md_escape(source)}.")
+st.caption(f"Model: {cfg.row_spec.label}, {note(cfg)} (sidebar). Pair: {ui.md_escape(ref_name)} against "
+           f"{ui.md_escape(source)}.")
 with st.spinner("Running the pair through the network…"):
-    b = breakdown(ref, dist, cfg.net, cfg.version, cfg.lin, model)
+    b = breakdown(ref, dist, cfg.name, model)
 
 names = list(b.layer_names)
 layer = st.selectbox("Layer", names, index=min(1, len(names) - 1), key="ial_layer",
@@ -121,7 +123,7 @@ st.plotly_chart(heatmaps_row({f"{layer}: per-position term (mean = d_l = {d_l:.4
 st.caption(f"The weighted squared difference of the normalised features at the layer's native "
            f"{grid} grid (width×height), before the spatial mean.")
 
-w_model = model if cfg.lin else ui.get_model(lin=True, quiet=True)
+w_model = model if cfg.lin else ui.get_model(cfg.replace(lin=True), quiet=True)
 weights = None if w_model is None else [w.detach().cpu().numpy().ravel() for w in w_model.channel_weights]
 c1, c2 = st.columns(2)
 with c1:

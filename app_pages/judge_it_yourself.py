@@ -11,7 +11,7 @@ Three people use this page (docs/class-study.md is the guide):
   adds their own token ``p=…`` to the address, so a reload keeps their place; each answer is one
   database write and a redraw of this part of the page (an ``st.fragment``);
 - **whoever runs the server** chooses the database (``[connections.sql]``, else SQLite in
-  ``$LPIPS_EXPLORER_DATA`` or ``data/``) and who may create studies (``[study] admin_key`` in
+  ``$LPIPS_EXPLORER_DATA`` or ``data/``: :func:`lpips_explorer.environment.data_dir`) and who may create studies (``[study] admin_key`` in
   ``.streamlit/secrets.toml``).
 
 All computation is in :mod:`lpips_explorer.study` and :mod:`lpips_explorer.figures.study`; this
@@ -23,7 +23,6 @@ from __future__ import annotations
 import html
 import json
 import logging
-import os
 import time
 from pathlib import Path
 
@@ -31,8 +30,9 @@ import pandas as pd
 import streamlit as st
 
 import ui
-from lpips_core import WeightsUnavailable, metric_registry
 from lpips_core.images import ImageLoadError, image_to_png_bytes, load_image
+from lpips_core.spec import standard_specs
+from lpips_explorer import environment
 from lpips_explorer.figures.study import agreement_chart
 from lpips_explorer.study import access, present, scoring
 from lpips_explorer.study import prepare as prep
@@ -40,8 +40,7 @@ from lpips_explorer.study import store as study_store
 from lpips_explorer.study import triplets as T
 
 log = logging.getLogger("lpips_explorer.study")
-DATA_ENV = "LPIPS_EXPLORER_DATA"
-DATA_DIR = Path(__file__).resolve().parents[1] / "data"
+DATA_ENV = "LPIPS_EXPLORER_DATA"  # named in the message shown when the database cannot be opened
 URL_PATH = "judge_it_yourself"
 #: Session-state keys: when the shown triplet appeared, the last answer, an answer's error, a new key.
 SHOWN, LAST, ERROR, NEW_KEY = "study_shown", "study_last", "study_error", "study_new_key"
@@ -86,45 +85,27 @@ def get_store() -> tuple[study_store.StudyStore, str]:
         conn = st.connection("sql", type="sql", **({"url": sql["url"]} if sql.get("url") else {}))
         where = "the database configured as [connections.sql] in .streamlit/secrets.toml"
     else:
-        folder = os.environ.get(DATA_ENV) or str(DATA_DIR)
+        folder = str(environment.data_dir())
         conn = st.connection("sql", type="sql", url=study_store.sqlite_url(folder))
         where = f"the SQLite file {Path(folder).resolve() / 'study.db'}"
     engine = conn.engine
     return _store(engine, engine.url.render_as_string(hide_password=True)), where
 
 
-@st.cache_resource(show_spinner="Loading a metric…")
-def _model(metric: str, net: str, lin: bool, device: str):
-    return metric_registry.build(metric, net, lin=lin, device=device)
-
-
-def _models() -> tuple[list[scoring.MetricVariant], dict, list[str]]:
-    """Every variant, the models of the available learned ones, and a note for each unavailable one."""
-    variants = scoring.metric_variants()
-    models, notes = {}, []
-    for v in variants:
-        if not v.learned:
-            continue
-        ok, why = v.availability()
-        if ok:
-            try:
-                models[v.key] = _model(v.metric, v.net, v.lin, ui.device_name())
-                continue
-            except (WeightsUnavailable, OSError, RuntimeError, ValueError) as exc:
-                why = f"its weights could not be loaded ({type(exc).__name__})"
-        notes.append(f"{v.label}: {why}")
-    return variants, models, notes
+#: What a study scores: every metric at its defaults, and each LPIPS baseline.
+SPECS = standard_specs()
 
 
 def _prepare(recipes, uploads) -> list[prep.Prepared]:
     """Every triplet's PNGs and metric values, with a progress bar (the one wait of a study)."""
     bar = st.progress(0.0, text="Loading the metrics…")
-    variants, models, _ = _models()
+    models = ui.get_models([s for s in SPECS if s.learned], quiet=True)  # unavailable ones are left out
 
-    def progress(done: int, total: int, what: str) -> None:
-        bar.progress(done / total, text=f"Preparing the study: {what} ({done} of {total})")
+    def progress(done: int, total: int) -> None:
+        bar.progress(done / total,
+                     text=f"Preparing the study: {done} of {total} steps (the triplets, then each metric)")
 
-    out = prep.prepare(recipes, variants, models, uploads=uploads, progress=progress)
+    out = prep.prepare(recipes, SPECS, models, uploads=uploads, progress=progress)
     bar.empty()
     return out
 
@@ -162,10 +143,9 @@ def _class_summary(_store: study_store.StudyStore, url: str, code: str, n_judgem
     judged = _store.judgements(study)
     if not judged:
         return None
-    variants = scoring.metric_variants()
     dist = scoring.stored_distances([r.distances for r in rows])
-    return scoring.summarise(dist, [r.family for r in rows], [(j.session, j.triplet, j.choice) for j in judged],
-                             variants, seed=study.seed)
+    return scoring.summarize(dist, [r.family for r in rows], [(j.session, j.triplet, j.choice) for j in judged],
+                             SPECS, seed=study.seed)
 
 
 def class_summary(store, study) -> dict | None:
@@ -188,7 +168,7 @@ def _class_results(store, study, rows, *, lecturer: bool) -> None:
                "95% bootstrap interval over triplets. Blue: learned metrics; grey diamonds: MSE, PSNR, SSIM. "
                "Green band: the human ceiling, how often a judge drawn from this class agrees with it.")
     if res["unavailable"]:
-        labels = {v.key: v.label for v in scoring.metric_variants()}
+        labels = {s.name: s.label for s in SPECS}
         st.caption("Not scored (weights not on this server): "
                    + ", ".join(ui.md_escape(labels.get(k, k)) for k in res["unavailable"]))
     worst = sorted((p for p in res["per_triplet"] if "mse" in p["scores"]), key=lambda p: p["scores"]["mse"])[:3]
@@ -205,7 +185,7 @@ def _class_results(store, study, rows, *, lecturer: bool) -> None:
     by_family = res["class"]["by_family"]
     if len(by_family) > 1:
         with st.expander("By distortion family"):
-            labels = {v.key: v.label for v in scoring.metric_variants()} | {"ceiling": "Human ceiling"}
+            labels = {s.name: s.label for s in SPECS} | {"ceiling": "Human ceiling"}
             keys = [m["key"] for m in res["class"]["metrics"]] + ["ceiling"]
             fam = pd.DataFrame([{"metric": labels[k], **{f: e.get(k) for f, e in by_family.items()}} for k in keys])
             st.dataframe(fam, hide_index=True, width="stretch",
@@ -236,7 +216,7 @@ def _answer(store, study, participant: str, index: int, choice: int) -> None:
 def _reveal(row: study_store.TripletRow, choice: int) -> None:
     st.markdown(f"**Triplet {row.index + 1}: you said {present.CHOICE_TEXT[choice]}.** What each metric said "
                 "(a distance: smaller is closer; PSNR and SSIM: larger is closer):")
-    st.table(pd.DataFrame(present.reveal_rows(row.distances, scoring.metric_variants(), choice)), hide_index=True)
+    st.table(pd.DataFrame(present.reveal_rows(row.distances, SPECS, choice)), hide_index=True)
 
 
 @st.fragment
@@ -319,8 +299,8 @@ def _student(store, study) -> None:
         _reveal(rows[last[1]], answered[last[1]])
     if answered:
         dist = scoring.stored_distances([r.distances for r in rows])
-        mine = scoring.summarise(dist, [r.family for r in rows], [(participant, i, c) for i, c in answered.items()],
-                                 scoring.metric_variants(), n_boot=1)["class"]
+        mine = scoring.summarize(dist, [r.family for r in rows], [(participant, i, c) for i, c in answered.items()],
+                                 SPECS, n_boot=1)["class"]
         klass = None
         if study.class_visible:
             res = class_summary(store, study)

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-import hashlib
+import time
 
 import numpy as np
 import pandas as pd
 import streamlit as st
 
 import ui
+from lpips_core.caching import LRU, content_digest
+from lpips_core.spec import parse_specs
 from lpips_explorer import loss_lab
 from lpips_explorer.jobs import JobsBusy
 from lpips_core.elpips import ELPIPS
@@ -19,22 +21,18 @@ BLUR_KEY, FOOL_KEY = "lal_blur", "lal_fool"
 KEEP = 4  # results kept per experiment in this session
 ELPIPS_LABEL = "ELPIPS · VGG16"  # E-LPIPS's transformations on LPIPS-VGG (the info box says what it is)
 MSE_REACHED = 1e-2  # MSE's result within this of the mean of the copies (max per pixel): the answer is reached
+#: The learned losses of "Why MSE blurs" (the fooling experiment attacks the two LPIPS ones).
+LOSSES = parse_specs("lpips-alex,lpips-vgg,stlpips-alex,dists-vgg")
 
 
 # --------------------------------------------------------------------------- helpers
-def _fingerprint(image: np.ndarray) -> str:
-    return hashlib.blake2b(np.ascontiguousarray(image).tobytes(), digest_size=8).hexdigest()
-
-
-def _stored(kind: str) -> dict:
-    return st.session_state.setdefault(f"{kind}_results", {})
+def _stored(kind: str) -> LRU:
+    """This session's last :data:`KEEP` results of an experiment, by their settings."""
+    return st.session_state.setdefault(f"{kind}_results", LRU(KEEP))
 
 
 def _store(kind: str, key: tuple, result) -> None:
-    results = _stored(kind)
-    results[key] = result
-    while len(results) > KEEP:
-        results.pop(next(iter(results)))
+    _stored(kind).put(key, result)
 
 
 def _stop(kind: str) -> None:
@@ -57,10 +55,16 @@ def _run_buttons(kind: str) -> bool:
 
 
 def _progress(kind: str):
+    """A progress bar and its ``progress(done, total)`` callback (steps of every loss, in turn): the
+    steps done and, once some are, the time left at the pace so far; ``False`` once Stop was pressed."""
     bar = st.progress(0.0, text="Starting…")
+    start = time.perf_counter()
 
-    def report(fraction: float, message: str) -> bool:
-        bar.progress(fraction, text=message)
+    def report(done: int, total: int) -> bool:
+        text = f"Step {done} of {total} (every loss's steps, in turn)"
+        if done:
+            text += f" · about {(time.perf_counter() - start) / done * (total - done):.0f} s left"
+        bar.progress(done / total if total else 1.0, text=text)
         return not st.session_state.get(f"{kind}_stopped", False)
     return bar, report
 
@@ -100,7 +104,7 @@ st.markdown(
     "Every number below comes from the run you see; the runs are seeded."
 )
 
-device = ui.app_config().device
+device = ui.device_name()
 lab = loss_lab.defaults(device)
 ref, ref_name = ui.reference()
 st.caption(f"Reference: {ui.md_escape(ref_name)} (sidebar) · device: {device} · defaults for a "
@@ -125,13 +129,7 @@ st.markdown(
     "Laplacian) of each result divided by the reference's."
 )
 
-models = {
-    "LPIPS · AlexNet": ui.get_model("alex", "0.1", True),
-    "LPIPS · VGG16": ui.get_model("vgg", "0.1", True),
-    "ST-LPIPS · AlexNet": ui.get_metric_model("stlpips", "alex"),
-    "DISTS · VGG16": ui.get_metric_model("dists"),
-}
-models = {k: m for k, m in models.items() if m is not None}
+models = {spec.label: m for spec, m in ui.get_models(LOSSES).items() if m is not None}
 
 b = lab["blur"]
 with st.expander("Settings", expanded=False):
@@ -149,7 +147,7 @@ with st.expander("Settings", expanded=False):
     seed = c6.number_input("Seed", 0, 10_000, 0, key="lal_blur_seed")
     chosen = st.multiselect("Learned losses (MSE always runs)", list(models), default=list(models),
                             key="lal_blur_losses")
-key = (_fingerprint(ref), int(size), int(copies), int(max_shift), int(steps), float(seconds), int(seed), tuple(chosen))
+key = (content_digest(ref), int(size), int(copies), int(max_shift), int(steps), float(seconds), int(seed), tuple(chosen))
 if _run_buttons(BLUR_KEY):
     try:
         with ui.heavy_job("This run"):  # one experiment at a time per server, whoever asks
@@ -196,7 +194,8 @@ else:
     st.plotly_chart(sharpness_bars({"mean of the copies": blur.mean_sharpness,
                                     **{k: r.sharpness for k, r in runs.items()}}), key="lal_blur_sharpness")
     side = blur.settings["size"]
-    st.caption(f"Images of {ui.size_text(side, side, labelled=True)}, shown enlarged by whole pixels · shifts (dy, dx): "
+    st.caption(f"Images of {ui.size_text(side, side, labelled=True)}, shown enlarged by whole pixels · "
+               "shifts (dy, dx): "
                f"{blur.shifts} · seed {blur.settings['seed']} · Adam, learning rate from {blur.settings['lr']:g} "
                "to 0 on a cosine of the step number, image clamped to [0, 1] · each loss in its own input "
                "convention · sharpness: mean square of the Laplacian ÷ the reference's.")
@@ -248,7 +247,7 @@ with st.expander("Settings", expanded=False):
     fseed = c6.number_input("Seed", 0, 10_000, 0, key="lal_fool_seed")
     fchosen = st.multiselect("Metrics", list(fool_models), default=list(fool_models), key="lal_fool_metrics")
 target = _sample(target_name, 256)
-fkey = (_fingerprint(ref), target_name, float(eps), int(fsize), int(fsteps), float(fseconds), int(fseed),
+fkey = (content_digest(ref), target_name, float(eps), int(fsize), int(fsteps), float(fseconds), int(fseed),
         tuple(fchosen))
 if _run_buttons(FOOL_KEY):
     try:
@@ -295,5 +294,6 @@ else:
                         key="lal_fool_curves")
     fside = fool.settings["size"]
     st.caption(f"Source to target: RMS {fool.source_to_target:.3f} · ε = {fool.eps:g} · images of "
-               f"{ui.size_text(fside, fside, labelled=True)}, shown enlarged by whole pixels · seed {fool.settings['seed']} · "
+               f"{ui.size_text(fside, fside, labelled=True)}, shown enlarged by whole pixels · "
+               f"seed {fool.settings['seed']} · "
                "step size on a cosine of the step number · RMS distance on the 0–1 pixel scale.")

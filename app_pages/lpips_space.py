@@ -17,7 +17,6 @@ import streamlit as st
 
 import ui
 from lpips_core.datasets.archive import MAX_BYTES, ArchiveRefused, dataset_folders, extract_zip
-from lpips_core.datasets.specs import MetricSpec
 from lpips_explorer.figures.maps import map_overlay
 from lpips_explorer.figures.space import image_strip, space_map
 from lpips_explorer.jobs import JobsBusy
@@ -34,7 +33,7 @@ MAX_K = 10
 @st.cache_data(show_spinner="Embedding every image once, then all pairs…", max_entries=6)
 def view(folder: str, spec_name: str, _model):
     """The page's view of ``folder`` under ``spec_name`` (the model is the sidebar's, keyed by the spec)."""
-    from lpips_core.datasets.specs import parse_spec
+    from lpips_core.spec import parse_spec
 
     return analyse_set(_model, folder, parse_spec(spec_name), k=MAX_K)
 
@@ -96,11 +95,10 @@ else:
     folder = folder_from_zip()
 if folder is None:
     st.stop()
-cfg = ui.app_config()
-model = ui.get_model()
+spec = ui.sidebar_spec().replace(size=None if size == "native" else size)
+model = ui.get_model(spec)
 if model is None:
     st.stop()
-spec = MetricSpec("lpips", net=cfg.net, version=cfg.version, lin=cfg.lin, size=None if size == "native" else size)
 try:
     if source == SOURCES[0]:  # the demo set: small, and cached for every visitor
         v = view(str(folder), spec.name, model)

@@ -7,7 +7,6 @@ from :func:`lpips_explorer.shift_blur.sweep` (cached in memory and on disk, keye
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 
 import numpy as np
@@ -16,17 +15,20 @@ import streamlit as st
 
 import ui
 from lpips_core import metrics
+from lpips_core.caching import LRU, content_digest
+from lpips_core.spec import CLASSIC, MetricSpec
+from lpips_core.sweeps import metric_many
 from lpips_explorer import synth
 from lpips_explorer.distortions import kernel_blur, shift
 from lpips_explorer.figures.lessons import (EXTRA_ROWS, METRIC_ROWS, layer_maps_by_shift, layer_ratio_curves, pixel_grid,
                                         shift_blur_ratios, sweep_curves)
 from lpips_explorer.figures.maps import abs_difference
+from lpips_explorer.lab import classic_label
 from lpips_explorer.shift_blur import (DEFAULT_SHIFT, DEFAULT_SIGMA, MAP_SHIFTS, SHIFT_BOUNDARY, SHIFTS, SIGMAS, distorted,
                                    swept_value, sweep)
-from lpips_core.sweeps import metric_many
 
+#: The backbones the lesson shows beside the sidebar's (with the sidebar's version and head).
 LESSON_NETS = ("alex", "vgg")
-LPIPS = "lpips"  # the registry's name of the metric this page's LPIPS rows use
 
 
 # --------------------------------------------------------------------------- cached work
@@ -55,64 +57,60 @@ def copy_of(ref_id: str, _ref: np.ndarray, kind: str, value: float) -> np.ndarra
 
 @st.cache_data(show_spinner=False, max_entries=256)
 def classic(ref_id: str, _ref: np.ndarray, kind: str, value: float) -> dict[str, float]:
-    """MSE, PSNR and SSIM of one copy (the copy itself is not kept: only the three numbers)."""
+    """MSE, PSNR and SSIM of one copy, by label (the copy itself is not kept: only the three numbers)."""
     img = distorted(_ref, kind, value)
-    return {"MSE": metrics.mse(_ref, img), "PSNR (dB)": metrics.psnr(_ref, img), "SSIM": metrics.ssim(_ref, img)}
+    return {classic_label(name): c(_ref, img) for name, c in CLASSIC.items()}
 
 
 @st.cache_data(show_spinner=False, max_entries=256)
-def copy_score(ref_id: str, _ref: np.ndarray, kind: str, value: float, metric: str, config: tuple, _model) -> float:
-    """One copy's distance (an unchanged copy scores 0 without a pass); cached by content, the copy
-    and ``config`` (the model's identity: the model itself is not hashed)."""
+def copy_score(ref_id: str, _ref: np.ndarray, kind: str, value: float, spec: str, _model) -> float:
+    """One copy's distance under ``spec`` (a name; ``_model`` its model, not hashed); an unchanged
+    copy scores 0 without a pass. Cached by content, the copy and the spec."""
     if value == 0:
         return 0.0
-    return float(metric_many(_model, _ref, [distorted(_ref, kind, value)], metric=metric).total[0])
+    return float(metric_many(_model, _ref, [distorted(_ref, kind, value)], spec=spec).total[0])
 
 
-#: Swept distances kept for the whole server before the table is emptied (a few KB).
+#: Swept distances kept for the whole server, the least recently used dropped first (a few MB).
 SWEPT_KEPT = 20_000
 
 
 @st.cache_resource(show_spinner=False)
-def swept() -> dict:
+def swept() -> LRU:
     """Distances the sweeps below have computed, server-wide: ``(reference digest, kind, value,
-    metric, config) → distance``. A slider step onto a swept value reads its number here instead
-    of passing the copy through every network again (the sweep computed the same distance)."""
-    return {}
+    spec name) → distance``. A slider step onto a swept value reads its number here instead of
+    passing the copy through every network again (the sweep computed the same distance)."""
+    return LRU(SWEPT_KEPT)
 
 
-def remember(ref_id: str, kind: str, values: Sequence[float], totals: Sequence[float], metric: str,
-             config: tuple) -> None:
+def remember(ref_id: str, kind: str, values: Sequence[float], totals: Sequence[float], spec: str) -> None:
+    swept().update({(ref_id, kind, float(v), spec): float(t) for v, t in zip(values, totals)})
+
+
+def remembered(ref_id: str, spec: str) -> bool:
+    """Whether both sweeps of this reference and spec are in :func:`swept`."""
     table = swept()
-    if len(table) > SWEPT_KEPT:
-        table.clear()
-    table.update({(ref_id, kind, float(v), metric, config): float(t) for v, t in zip(values, totals)})
+    return all((ref_id, kind, float(v), spec) in table for kind, values in (("shift", SHIFTS), ("blur", SIGMAS))
+               for v in values)
 
 
-def remembered(ref_id: str, metric: str, config: tuple) -> bool:
-    """Whether both sweeps of this reference, metric and config are in :func:`swept`."""
-    table = swept()
-    return all((ref_id, kind, float(v), metric, config) in table
-               for kind, values in (("shift", SHIFTS), ("blur", SIGMAS)) for v in values)
-
-
-def distance(ref: np.ndarray, ref_id: str, kind: str, value: float, metric: str, config: tuple, model) -> float:
+def distance(ref: np.ndarray, ref_id: str, kind: str, value: float, spec: MetricSpec, model) -> float:
     """The copy's distance: from a sweep when one has covered it (this server's, else one cached on
     disk by :func:`lpips_explorer.shift_blur.sweep`, e.g. precomputed at set-up), else one pass (:func:`copy_score`)."""
-    key = (ref_id, kind, float(value), metric, config)
+    key = (ref_id, kind, float(value), spec.name)
     known = swept().get(key)
     if known is None:
-        known = swept_value(model, ref, kind, value, metric=metric)
+        known = swept_value(model, ref, kind, value, spec=spec)
         if known is not None:
-            swept()[key] = known
-    return known if known is not None else copy_score(ref_id, ref, kind, value, metric, config, model)
+            swept().put(key, known)
+    return known if known is not None else copy_score(ref_id, ref, kind, value, spec.name, model)
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
-def curve(ref_id: str, _ref: np.ndarray, kind: str, values: tuple[float, ...], metric: str, config: tuple, _model,
+def curve(ref_id: str, _ref: np.ndarray, kind: str, values: tuple[float, ...], spec: str, _model,
           maps_at: tuple[float, ...] = ()) -> dict:
-    """:func:`lpips_explorer.shift_blur.sweep` (disk-cached), also cached in memory per session server."""
-    return sweep(_model, _ref, kind, values, metric=metric, maps_at=maps_at)
+    """:func:`lpips_explorer.shift_blur.sweep` (disk-cached), also cached in memory per server."""
+    return sweep(_model, _ref, kind, values, spec=spec, maps_at=maps_at)
 
 
 @st.cache_resource(show_spinner=False)
@@ -123,7 +121,7 @@ def stripes_figure():
 
 
 @st.cache_resource(show_spinner=False, max_entries=16)
-def why_maps_figure(ref_id: str, config: tuple, sigma: float, _maps: dict, _names: tuple):
+def why_maps_figure(ref_id: str, spec: str, sigma: float, _maps: dict, _names: tuple):
     """:func:`layer_maps_by_shift` for one reference, model and blur σ (built once; a shift slider
     step does not change it). The figure is only read by ``st.plotly_chart``."""
     return layer_maps_by_shift(_maps, _names)
@@ -160,8 +158,8 @@ present = switch.toggle("Presentation view", value=True, key="svb_present",
 st.markdown("We barely see a one-pixel shift but plainly see a blur; pixel metrics see it the other way "
             "round, and LPIPS comes much closer to us.")
 ref, ref_name = ui.reference()
-ref_id = hashlib.blake2b(ref.tobytes(), digest_size=16).hexdigest() + f"-{ref.shape}"
-cfg = ui.app_config()
+ref_id = content_digest(ref)
+cfg = ui.sidebar_spec()
 H, W = ref.shape[:2]
 ref_caption = (f"Reference: {ui.md_escape(ref_name)} · {ui.size_text(W, H, labelled=True)} · "
                f"LPIPS: v{cfg.version}, {'lin' if cfg.lin else 'baseline'}, sidebar backbone "
@@ -179,32 +177,27 @@ for col, img, cap in zip(st.columns(5), (ref, shifted, blurred, d_shift, d_blur)
                           f"|shifted − ref| ×{g_shift:.1f}", f"|blurred − ref| ×{g_blur:.1f}")):
     col.image(img, caption=cap, clamp=True, width="stretch")
 
-nets = list(dict.fromkeys((cfg.net, *LESSON_NETS)))  # the sidebar's backbone first
-models = {net: ui.get_model(net) for net in nets}
-models = {net: m for net, m in models.items() if m is not None}
-lpips_name = {net: f"LPIPS · {ui.NET_LABELS[net]}" for net in models}
+# the sidebar's metric on its backbone first, then on the lesson's backbones
+lesson = list(dict.fromkeys([cfg, *(cfg.replace(net=n) for n in LESSON_NETS)]))
+models = {spec: m for spec, m in ui.get_models(lesson).items() if m is not None}
 # where the chart and the verdict go: in the presentation view a slot above the settings, filled
 # below once every number is known; else in turn, after the successor picker
 answer = st.container() if present else st
 if present:
     st.caption(ref_caption)
-chosen = ui.successor_picker("svb_successors")
-succ_models = {sid: m for sid, m in ui.successor_models(chosen).items() if m is not None}
-succ_name = {sid: ui.successor_label(sid) for sid in succ_models}
+extras = ui.extras_picker("svb_successors")
+models.update((spec, m) for spec, m in ui.get_models(extras).items() if m is not None)
+learned = [spec.label for spec in models]
 
-rows = {name: [classic(ref_id, ref, "shift", s)[name], classic(ref_id, ref, "blur", sigma)[name]] for name in ("MSE", "PSNR (dB)", "SSIM")}
-for net, m in models.items():
-    rows[lpips_name[net]] = [distance(ref, ref_id, k, v, LPIPS, (net, cfg.version, cfg.lin), m)
-                             for k, v in (("shift", s), ("blur", sigma))]
-for sid, m in succ_models.items():
-    metric, net = ui.SUCCESSORS[sid]
-    rows[succ_name[sid]] = [distance(ref, ref_id, k, v, metric, (net,), m) for k, v in (("shift", s), ("blur", sigma))]
+rows = {name: [classic(ref_id, ref, "shift", s)[name], classic(ref_id, ref, "blur", sigma)[name]]
+        for name in map(classic_label, CLASSIC)}
+for spec, m in models.items():
+    rows[spec.label] = [distance(ref, ref_id, k, v, spec, m) for k, v in (("shift", s), ("blur", sigma))]
 
-highlight = lpips_name.get(cfg.net)
+highlight = cfg.label if cfg in models else None
 ratios = {"MSE": rows["MSE"][0] / rows["MSE"][1] if rows["MSE"][1] > 0 else float("nan"),
           "1 − SSIM": (1 - rows["SSIM"][0]) / (1 - rows["SSIM"][1]) if rows["SSIM"][1] < 1 else float("nan")}
-ratios.update({name: rows[name][0] / rows[name][1] if rows[name][1] > 0 else float("nan")
-               for name in (*lpips_name.values(), *succ_name.values())})
+ratios.update({name: rows[name][0] / rows[name][1] if rows[name][1] > 0 else float("nan") for name in learned})
 
 left, right = answer.columns([3, 2])
 if any(np.isfinite(v) and v > 0 for v in ratios.values()):
@@ -214,12 +207,11 @@ if any(np.isfinite(v) and v > 0 for v in ratios.values()):
 else:
     left.info("Move both sliders off 0 to compare the two copies.")
 parts = [ui.verdict("MSE", *rows["MSE"]), ui.verdict("SSIM", *rows["SSIM"], higher_is_better=True)]
-for net in models:
-    text = ui.verdict(lpips_name[net], *rows[lpips_name[net]])
-    parts.append(f"**{text} (the sidebar's backbone)**" if net == cfg.net else text)
-parts += [ui.verdict(name, *rows[name]) for name in succ_name.values()]
+for spec in models:
+    text = ui.verdict(spec.label, *rows[spec.label])
+    parts.append(f"**{text} (the sidebar's backbone)**" if spec == cfg else text)
 right.markdown(f"**Verdict at a {s:g} px shift and σ = {sigma:g}:** " + "; ".join(parts) + ".")
-if cfg.net not in models:
+if cfg not in models:
     right.caption(f"The sidebar's backbone ({ui.NET_LABELS[cfg.net]}) is unavailable here; the others are shown.")
 if not models:
     answer.info("No LPIPS backbone is available, so only the pixel metrics are shown.")
@@ -232,20 +224,21 @@ if numbers.open:
         st.dataframe(table, hide_index=True, key="svb_current_table")
         st.caption("Bars: each metric's distance of the shifted copy over the blurred copy's, on one log axis "
                    "(SSIM as 1 − SSIM); below 1 the metric forgives the shift. Red: the sidebar's backbone.")
-        shares = [f"{name} {rows[name][0] / rows[name][1]:.0%}" for name in (*lpips_name.values(), *succ_name.values())
-                  if rows[name][1] > 0]
+        shares = [f"{name} {rows[name][0] / rows[name][1]:.0%}" for name in learned if rows[name][1] > 0]
         if shares:
             st.markdown("**The shift as a share of the blur** (the shifted copy's distance over the blurred copy's; "
                         "the smaller, the more a metric forgives the shift): " + ", ".join(shares) + ".")
 
 # --------------------------------------------------------------------------- why, and the details
+# the layers explained: the first metric with spatial maps (the sidebar's when it is available)
+why_spec = next((spec for spec in models if spec.has_maps), None)
 why = Section("Why deep features forgive a shift", present, "svb_open_why")
 why.box.markdown(
     "Each layer of the network pools and strides: AlexNet's first layer already samples every 4th pixel, "
     "and every later layer sees a wider neighbourhood (its receptive field grows with depth). A feature "
     "that summarises a 100-pixel patch hardly changes when the patch moves by one pixel, while a "
     "blur removes the fine detail every layer was tuned to. LPIPS adds up one term per layer; below, "
-    f"each layer's term (for {ui.NET_LABELS[cfg.net] if cfg.net in models else 'the first available backbone'}) "
+    f"each layer's term (for {why_spec.label if why_spec is not None else 'the first available backbone'}) "
     "as the shift grows, first as maps on one colour scale, then as a multiple of the same layer's term for the blur."
 )
 why_slot = why.box.empty()
@@ -267,14 +260,13 @@ if stripes.open:
                     f"({mse_shift:g} / {mse_blur:g}), the opposite of what we see. "
                     "(LPIPS needs more pixels than 8×8, so the question moves to the real image above.)")
 
-why_net = next(iter(models), None)
-if why_net is not None and why.open:
+if why_spec is not None and why.open:
     with why_slot.container():
-        m = models[why_net]
-        key = (why_net, cfg.version, cfg.lin)
+        m = models[why_spec]
+        key = why_spec.name
         with st.spinner("Each layer's maps for the shifts…"):
-            sh = curve(ref_id, ref, "shift", SHIFTS, LPIPS, key, m, maps_at=MAP_SHIFTS)
-            bl = curve(ref_id, ref, "blur", (sigma,), LPIPS, key, m, maps_at=(sigma,) if sigma else ())
+            sh = curve(ref_id, ref, "shift", SHIFTS, key, m, maps_at=MAP_SHIFTS)
+            bl = curve(ref_id, ref, "blur", (sigma,), key, m, maps_at=(sigma,) if sigma else ())
         names = sh["layer_names"]
         rows_maps = {f"shift {v:g} px": sh["maps"][k] for k, v in enumerate(MAP_SHIFTS)}
         if bl["maps"] is not None:
@@ -288,34 +280,32 @@ if why_net is not None and why.open:
                                                blur_label=f"blur σ = {sigma:g}"), key="svb_why_ratio")
             one = per[0] / blur_terms
             st.caption(f"At a 1 px shift: {names[int(np.argmax(one))]} finds the shift {one.max():.2g}× the blur, "
-                       f"{names[int(np.argmin(one))]} only {one.min():.2g}× (term ratios, {ui.NET_LABELS[why_net]}).")
+                       f"{names[int(np.argmin(one))]} only {one.min():.2g}× (term ratios, {why_spec.label}).")
 
 # The sweeps run whether or not their chart is shown: a slider step then reads each copy's distance
 # from them (``remember``) instead of passing it through every network. Once remembered, a closed
 # section does not fetch them again.
-sweeps = [(lpips_name[net], LPIPS, (net, cfg.version, cfg.lin), m, MAP_SHIFTS if net == why_net else ())
-          for net, m in models.items()]
-sweeps += [(succ_name[sid], ui.SUCCESSORS[sid][0], (ui.SUCCESSORS[sid][1],), m, ()) for sid, m in succ_models.items()]
 series_shift: dict[str, list[float]] = {}
 series_blur: dict[str, list[float]] = {}
 with (curves_section.box if curves_section.open else st.container()):
     with st.spinner("Running the sweeps through the networks (once per reference; cached on disk)…"):
-        for name, metric, config, m, maps_at in sweeps:
-            if not curves_section.open and remembered(ref_id, metric, config):
+        for spec, m in models.items():
+            if not curves_section.open and remembered(ref_id, spec.name):
                 continue
             # the why figure's sweep (with maps) is the same call: one sweep
-            series_shift[name] = curve(ref_id, ref, "shift", SHIFTS, metric, config, m, maps_at=maps_at)["total"]
-            series_blur[name] = curve(ref_id, ref, "blur", SIGMAS, metric, config, m)["total"]
-            remember(ref_id, "shift", SHIFTS, series_shift[name], metric, config)
-            remember(ref_id, "blur", SIGMAS, series_blur[name], metric, config)
+            maps_at = MAP_SHIFTS if spec == why_spec else ()
+            series_shift[spec.label] = curve(ref_id, ref, "shift", SHIFTS, spec.name, m, maps_at=maps_at)["total"]
+            series_blur[spec.label] = curve(ref_id, ref, "blur", SIGMAS, spec.name, m)["total"]
+            remember(ref_id, "shift", SHIFTS, series_shift[spec.label], spec.name)
+            remember(ref_id, "blur", SIGMAS, series_blur[spec.label], spec.name)
 
 if curves_section.open:
     with curves_section.box:
         classic_shift = {name: [classic(ref_id, ref, "shift", v)[name] for v in SHIFTS]
-                         for name in ("MSE", "PSNR (dB)", "SSIM")}
+                         for name in map(classic_label, CLASSIC)}
         classic_blur = {name: [classic(ref_id, ref, "blur", v)[name] for v in SIGMAS]
-                        for name in ("MSE", "PSNR (dB)", "SSIM")}
-        extra_rows = tuple(r for r in EXTRA_ROWS if any(name.startswith(r) for name in succ_name.values()))
+                        for name in map(classic_label, CLASSIC)}
+        extra_rows = tuple(r for r in EXTRA_ROWS if any(spec.metric_label == r for spec in models))
         st.plotly_chart(
             sweep_curves({"shift (px)": (SHIFTS, {**classic_shift, **series_shift}),
                           "blur σ (px)": (SIGMAS, {**classic_blur, **series_blur})},
@@ -326,6 +316,6 @@ if curves_section.open:
         st.caption("Each row's shift and blur panels share one y-axis, so the two can be compared by eye. "
                    "PSNR of an unchanged image is infinite, so its curves start at the first distorted point. "
                    "Each curve is one batch through the network; the reference's features are computed once.")
-        if succ_name:
+        if extra_rows:
             st.caption("ST-LPIPS is LPIPS on an anti-aliased network retrained on the same judgments; DISTS "
                        "compares VGG16 feature statistics (texture) and correlations (structure).")

@@ -24,7 +24,6 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from lpips_core import metric_registry  # noqa: E402
 from lpips_explorer.distortions import gaussian_blur  # noqa: E402
 
 
@@ -52,24 +51,27 @@ def main(argv=None) -> int:
     if at.exception:
         raise SystemExit(f"the Distortion lab raised: {at.exception[0].value}")
 
-    # What the lab evaluated: every available LPIPS backbone plus the chosen successors.
-    ref = at.session_state["ref_image"]
-    evaluated = [("lpips", net) for net in ("alex", "vgg", "squeeze") if metric_registry.availability("lpips", net)[0]]
+    # What the lab evaluated: the sidebar's metric on every available backbone plus the chosen extra metrics.
     import ui
+    from lpips_core.spec import parse_spec
 
-    evaluated += [ui.SUCCESSORS[s] for s in at.session_state["successors"]] if "successors" in at.session_state else []
+    ref = at.session_state["ref_image"]
+    evaluated = [s for s in (ui.DEFAULT_SPEC.replace(net=n) for n in ui.NET_LABELS) if s.availability()[0]]
+    evaluated += [parse_spec(name) for name in at.session_state[ui.state.EXTRA_METRICS]] \
+        if ui.state.EXTRA_METRICS in at.session_state else []
     dist = gaussian_blur(ref, sigmas[-1])
     floor_parts = {}
     with torch.inference_mode():
-        for metric, net in evaluated:
-            model = metric_registry.build(metric, net)
-            x = metric_registry.prepare_input(metric, dist).to(model.device)
+        for spec in evaluated:
+            model = spec.build()
+            x = spec.prepare(dist).to(model.device)
             model._stages(x)  # the network pass itself (input scaling and backbone), warmed once
-            floor_parts[f"{metric}-{net}"] = statistics.median(_timed(lambda: model._stages(x)) for _ in range(args.repeat))
+            floor_parts[f"{spec.metric}-{spec.net}"] = statistics.median(_timed(lambda: model._stages(x))
+                                                                         for _ in range(args.repeat))
     out = {
         "reference": f"{at.session_state['ref_name']} {ref.shape[0]}×{ref.shape[1]} px",
         "sidebar_net": at.session_state["net"],
-        "evaluated": [f"{m}-{n}" for m, n in evaluated],
+        "evaluated": [f"{s.metric}-{s.net}" for s in evaluated],
         "cold_s": cold,
         "unchanged_rerun_s": unchanged,
         "rerun_s": statistics.median(reruns),

@@ -280,7 +280,8 @@ def grid_case(net, ours_by_version, refs, device, repeat) -> Case:
         return out
 
     def run_ours():
-        cells = conventions_grid(a, b, get_model=lambda n, ver: ours_by_version[ver], nets=(net,), sizes=GRID_SIZES)
+        cells = conventions_grid(a, b, get_model=lambda spec: ours_by_version[spec.version], nets=(net,),
+                                 sizes=GRID_SIZES)
         return {(c.variant, c.size_label): c.value for c in cells}
 
     prepared, shapes = [], set()

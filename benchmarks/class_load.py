@@ -664,18 +664,17 @@ def create_study(data: Path, n: int, seed: int):
     """The lecturer's study, made as the page makes it: every image and metric value computed now."""
     import sqlalchemy as sa
 
-    from lpips_core import metric_registry
-    from lpips_explorer.study import prepare, scoring
+    from lpips_core.spec import standard_specs
+    from lpips_explorer.study import prepare
     from lpips_explorer.study import store as S
     from lpips_explorer.study import triplets as T
 
     t0 = time.monotonic()
-    variants = scoring.metric_variants()
-    models = {v.key: metric_registry.build(v.metric, v.net, lin=v.lin) for v in variants
-              if v.learned and v.availability()[0]}
+    specs = standard_specs()
+    models = {s: s.build() for s in specs if s.learned and s.availability()[0]}
     families = ["shift-vs-blur", "noise-vs-blur", "jpeg-vs-noise"]
     recipes = T.make_recipes(n, families=families, seed=seed)
-    done = prepare.prepare(recipes, variants, models)
+    done = prepare.prepare(recipes, specs, models)
     engine = sa.create_engine(S.sqlite_url(data))
     store = S.StudyStore(engine)
     study = store.create_study(recipes, families=families, seed=seed, reveal="each",

@@ -21,6 +21,8 @@ from typing import Sequence
 
 from .conventions import CONVENTIONS, RESIZE_METHODS
 from .images import DEFAULT_MAX_SIDE
+from .metric_registry import METRICS, NET_LABELS
+from .weights import VERSIONS
 
 MAX_SIZE: int = DEFAULT_MAX_SIDE
 """Largest side ``--size`` accepts, in pixels (2048, as :func:`lpips_core.images.load_image`)."""
@@ -68,11 +70,11 @@ def build_parser() -> argparse.ArgumentParser:
     cmp = sub.add_parser("compare", help="LPIPS distance between two images")
     cmp.add_argument("a", help="reference image file")
     cmp.add_argument("b", help="distorted image file")
-    cmp.add_argument("--metric", default="lpips", choices=("lpips", "stlpips", "dists"),
+    cmp.add_argument("--metric", default="lpips", choices=tuple(METRICS),
                      help="LPIPS (default), shift-tolerant LPIPS or DISTS")
-    cmp.add_argument("--net", default=None, choices=("alex", "vgg", "squeeze"),
+    cmp.add_argument("--net", default=None, choices=tuple(NET_LABELS),
                      help="backbone (default: alex; DISTS has vgg only)")
-    cmp.add_argument("--version", default=None, choices=("0.1", "0.0"), help="LPIPS weights version (default 0.1)")
+    cmp.add_argument("--version", default=None, choices=VERSIONS, help="LPIPS weights version (default 0.1)")
     cmp.add_argument("--baseline", action="store_true", help="LPIPS uncalibrated: all channel weights 1")
     cmp.add_argument("--convention", default=None, choices=CONVENTIONS,
                      help="input range fed to the net (default: the metric's own: [-1,1], DISTS [0,1])")

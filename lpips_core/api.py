@@ -15,14 +15,15 @@ from typing import Any
 
 import numpy as np
 
+from .caching import LRU
 from .spec import MetricSpec, parse_spec
 
 __all__ = ["compare_images", "distance", "model_for", "read_image"]
 
-_MODELS: dict[tuple, Any] = {}
-_MODELS_LOCK = threading.Lock()
 #: How many models :func:`model_for` keeps (VGG16 holds ~0.5 GB).
 MAX_MODELS = 4
+_MODELS: LRU[tuple[str, str], Any] = LRU(MAX_MODELS)
+_BUILD_LOCK = threading.Lock()
 
 
 def model_for(spec: MetricSpec, device=None):
@@ -30,15 +31,9 @@ def model_for(spec: MetricSpec, device=None):
     :data:`MAX_MODELS`, the least recently used dropped first)."""
     from .protocol import resolve_device
 
-    key = (spec.metric, spec.net, spec.version, spec.lin, str(resolve_device(device)))
-    with _MODELS_LOCK:
-        model = _MODELS.pop(key, None)
-        if model is None:
-            model = spec.build(device=device)
-        _MODELS[key] = model  # most recent last
-        while len(_MODELS) > MAX_MODELS:
-            _MODELS.pop(next(iter(_MODELS)))
-    return model
+    key = (spec.model_spec.name, str(resolve_device(device)))
+    with _BUILD_LOCK:  # one build per configuration, however many threads ask at once
+        return _MODELS.get_or_compute(key, lambda: spec.build(device=device))
 
 
 def read_image(image: Any) -> np.ndarray:

@@ -27,6 +27,8 @@ from collections.abc import Callable, Iterator
 import torch
 from torch import nn
 
+from . import environment
+
 __all__ = ["Backbone", "CHANNELS", "FIRST_STRIDE", "LAYER_NAMES", "TAPS", "contiguous_stack", "layers_for", "nnpack_conv",
            "between_layers", "nnpack_pool", "run_layers"]
 
@@ -127,7 +129,7 @@ def layers_for(owner: nn.Module, x: torch.Tensor) -> nn.Sequential:
 
 #: Whether :func:`run_layers` may use NNPACK at all (environment ``LPIPS_EXPLORER_NNPACK=0`` turns
 #: it off; tests switch it per call).
-USE_NNPACK: bool = os.environ.get("LPIPS_EXPLORER_NNPACK", "1") != "0"
+USE_NNPACK: bool = environment.nnpack()
 #: the smallest map side (of a convolution's input) that goes to NNPACK, see :func:`_nnpack_layer`
 NNPACK_MIN_SIDE = 24
 #: the most torch threads NNPACK is used with (1 and 2 measured; above, oneDNN stays)

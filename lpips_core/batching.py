@@ -39,6 +39,8 @@ from typing import Callable
 
 import torch
 
+from . import environment
+
 try:
     import fcntl
 except ImportError:  # pragma: no cover - not on Windows
@@ -62,14 +64,7 @@ _MEMO: dict[str, dict[int, float]] = {}
 
 def table_path() -> Path | None:
     """Where the measurements are kept (``None``: calibration is off, ``LPIPS_EXPLORER_BATCH_TABLE=off``)."""
-    raw = os.environ.get("LPIPS_EXPLORER_BATCH_TABLE", "")
-    if raw.lower() in ("0", "off", "false", "no"):
-        return None
-    if raw:
-        return Path(raw)
-    from .weights import cache_dir
-
-    return cache_dir() / "batch-table.json"
+    return environment.batch_table()
 
 
 def calibrated() -> bool:

@@ -46,6 +46,7 @@ from .protocol import LearnedMetric
 
 __all__ = [
     "METRICS",
+    "NET_LABELS",
     "MetricInfo",
     "MetricName",
     "availability",
@@ -57,6 +58,9 @@ __all__ = [
 ]
 
 MetricName = Literal["lpips", "stlpips", "dists"]
+
+#: The backbones (:data:`lpips_core.weights.NETS`, in the app's order) and how people name them.
+NET_LABELS: dict[str, str] = dict(zip(_weights.NETS, ("AlexNet", "VGG16", "SqueezeNet 1.1"), strict=True))
 
 
 @dataclass(frozen=True)
@@ -130,11 +134,11 @@ def _dists_available(net: str) -> tuple[bool, str]:
 
 METRICS: dict[str, MetricInfo] = {
     "lpips": MetricInfo(
-        "lpips", "LPIPS", ("alex", "vgg", "squeeze"), "alex", "[-1,1]", True, False,
+        "lpips", "LPIPS", _weights.NETS, "alex", "[-1,1]", True, False,
         "Zhang, Isola, Efros, Shechtman and Wang, CVPR 2018",
         "ImageNet features, unit-normalised, channel weights fitted to BAPPS 2AFC judgments.",
         cls=LPIPS, factory=lambda net, version, lin, device: LPIPS(net, version or "0.1", lin, device=device),
-        available=_weights.availability, versions=_weights.VERSIONS, has_baseline=True,
+        available=lambda net: _weights.availability(net), versions=_weights.VERSIONS, has_baseline=True,
     ),
     "stlpips": MetricInfo(
         "stlpips", "ST-LPIPS", _st.ST_NETS, "alex", _st.STLPIPS.input_range, True, False,
@@ -174,7 +178,7 @@ def _net(info: MetricInfo, net: str | None) -> str:
     if net is None:
         return info.default_net
     if net not in info.nets:
-        raise ValueError(f"{info.label} has nets {info.nets}, got {net!r}")
+        raise ValueError(f"{info.label} has no {net!r} backbone; it has nets {info.nets}")
     return net
 
 

@@ -30,8 +30,6 @@ metric has spatial maps, and named ``components`` (DISTS: ``texture`` and ``stru
 
 from __future__ import annotations
 
-import hashlib
-import os
 import threading
 import warnings
 import weakref
@@ -43,7 +41,8 @@ from typing import Callable, ClassVar, Mapping, Sequence
 import torch
 from torch import nn
 
-from . import batching
+from . import batching, environment
+from .caching import content_digest
 
 __all__ = [
     "DEFAULT_CACHE_MB",
@@ -204,27 +203,14 @@ class MetricResult:
 
 
 # ----------------------------------------------------------------------------- the cache
-def _env_mb(name: str, default_mb: int) -> int:
-    raw = os.environ.get(name)
-    if raw is None:
-        return default_mb << 20
-    try:
-        mb = float(raw)
-    except ValueError:
-        raise ValueError(f"{name} must be a number of MiB, got {raw!r}") from None
-    if mb < 0:
-        raise ValueError(f"{name} must be ≥ 0, got {raw!r}")
-    return int(mb * (1 << 20))
-
-
 def _env_budget() -> int:
     """Each model's budget: ``LPIPS_EXPLORER_CACHE_MB`` (MiB), else :data:`DEFAULT_CACHE_MB`."""
-    return _env_mb("LPIPS_EXPLORER_CACHE_MB", DEFAULT_CACHE_MB)
+    return environment.cache_mb("LPIPS_EXPLORER_CACHE_MB", DEFAULT_CACHE_MB)
 
 
 def _env_total_budget() -> int:
     """The process's budget: ``LPIPS_EXPLORER_CACHE_TOTAL_MB`` (MiB), else :data:`DEFAULT_TOTAL_CACHE_MB`."""
-    return _env_mb("LPIPS_EXPLORER_CACHE_TOTAL_MB", DEFAULT_TOTAL_CACHE_MB)
+    return environment.cache_mb("LPIPS_EXPLORER_CACHE_TOTAL_MB", DEFAULT_TOTAL_CACHE_MB)
 
 
 class CachePool:
@@ -242,7 +228,7 @@ class CachePool:
     def __init__(self, max_bytes: int | None = None):
         self._max_bytes = max_bytes
         self.lock = threading.Lock()
-        self._order: OrderedDict[tuple[int, tuple], tuple[weakref.ref, int]] = OrderedDict()
+        self._order: OrderedDict[tuple[int, str], tuple[weakref.ref, int]] = OrderedDict()
         self._bytes = 0
 
     @property
@@ -262,10 +248,10 @@ class CachePool:
             return self._bytes
 
     # the methods below run with ``self.lock`` held (by the cache calling them)
-    def _touch(self, cache: "FeatureCache", key: tuple) -> None:
+    def _touch(self, cache: "FeatureCache", key: str) -> None:
         self._order.move_to_end((id(cache), key))
 
-    def _add(self, cache: "FeatureCache", key: tuple, size: int) -> None:
+    def _add(self, cache: "FeatureCache", key: str, size: int) -> None:
         self._remove(cache, key)  # a stale entry of a dead cache whose id was reused
         self._order[(id(cache), key)] = (weakref.ref(cache), size)
         self._bytes += size
@@ -276,7 +262,7 @@ class CachePool:
             if owner is not None:
                 owner._drop(k)
 
-    def _remove(self, cache: "FeatureCache", key: tuple) -> None:
+    def _remove(self, cache: "FeatureCache", key: str) -> None:
         hit = self._order.pop((id(cache), key), None)
         if hit is not None:
             self._bytes -= hit[1]
@@ -310,17 +296,16 @@ class FeatureCache:
         self.max_bytes = _env_budget() if max_bytes is None else int(max_bytes)
         self.pool = SHARED_POOL if pool is None else pool
         self._lock = self.pool.lock
-        self._entries: OrderedDict[tuple, Features] = OrderedDict()
+        self._entries: OrderedDict[str, Features] = OrderedDict()
         self._bytes = 0
         self.hits = 0
         self.misses = 0
         weakref.finalize(self, _forget_dead_later, self.pool)
 
     @staticmethod
-    def key(x: torch.Tensor) -> tuple:
-        """Shape, dtype and a BLAKE2b digest of the bytes of ``x``."""
-        data = x.detach().cpu().contiguous().numpy().tobytes()
-        return tuple(x.shape), str(x.dtype), hashlib.blake2b(data, digest_size=16).hexdigest()
+    def key(x: torch.Tensor) -> str:
+        """:func:`lpips_core.caching.content_digest` of ``x``: its shape, dtype and values."""
+        return content_digest(x)
 
     @property
     def nbytes(self) -> int:
@@ -338,12 +323,12 @@ class FeatureCache:
             self._entries.clear()
             self._bytes = 0
 
-    def _drop(self, key: tuple) -> None:  # under the lock, called by the pool
+    def _drop(self, key: str) -> None:  # under the lock, called by the pool
         evicted = self._entries.pop(key, None)
         if evicted is not None:
             self._bytes -= evicted.nbytes
 
-    def _hit(self, key: tuple) -> Features | None:  # under the lock
+    def _hit(self, key: str) -> Features | None:  # under the lock
         hit = self._entries.get(key)
         if hit is not None:
             self._entries.move_to_end(key)
@@ -351,13 +336,13 @@ class FeatureCache:
             self.hits += 1
         return hit
 
-    def peek(self, key: tuple) -> Features | None:
+    def peek(self, key: str) -> Features | None:
         """The entry for ``key`` if there is one (counted as a hit and made the most recent), else
         ``None``; a miss is not counted and nothing is stored."""
         with self._lock:
             return self._hit(key)
 
-    def get_or_compute(self, key: tuple, compute: Callable[[], Features]) -> Features:
+    def get_or_compute(self, key: str, compute: Callable[[], Features]) -> Features:
         with self._lock:
             hit = self._hit(key)
             if hit is not None:

@@ -10,7 +10,7 @@ two embeddings::
 so a set of ``N`` images needs ``N`` forward passes, and every pairwise distance comes from one
 Gram matrix, ``d_ij = ‖φ_i‖² + ‖φ_j‖² − 2⟨φ_i, φ_j⟩`` (a GEMM).
 
-- :func:`has_embedding` (a function of a :class:`~lpips_core.datasets.specs.MetricSpec`):
+- :func:`has_embedding` (a function of a :class:`~lpips_core.spec.MetricSpec`):
   LPIPS (every net, version, lin and baseline) and ST-LPIPS have one; DISTS does not (its terms
   are ratios of means, variances and covariances of whole feature maps), nor do the classic
   metrics. :func:`check_euclidean` refuses at run time a model whose weights are negative.
@@ -414,7 +414,7 @@ def embed(
         model: an LPIPS-like model (:func:`check_euclidean`).
         images: a folder (its images, recursively, sorted by relative name), file paths, or
             ``(H, W, 3)`` float arrays in ``[0, 1]``.
-        spec: the :class:`~lpips_core.datasets.specs.MetricSpec` (or name) whose input
+        spec: the :class:`~lpips_core.spec.MetricSpec` (or name) whose input
             convention, grayscale and size prepare each image; default: the model's metric,
             net, version and lin, its own convention, native size.
         names: names of the images when given as paths or arrays (default: file names or indices).
@@ -438,7 +438,7 @@ def embed(
     """
     from . import metric_registry
     from .datasets.score import package_versions
-    from .datasets.specs import MetricSpec, parse_spec
+    from .spec import MetricSpec, parse_spec
 
     check_euclidean(model)
     info = metric_registry.METRICS[metric_registry.model_metric(model)]
@@ -1171,7 +1171,7 @@ def embed_ray(folder: str | os.PathLike[str], spec, out: str | os.PathLike[str],
         import ray
     except ImportError as exc:
         raise ImportError("embedding on Ray needs Ray Data: pip install -e .[ray]") from exc
-    from .datasets.specs import parse_spec
+    from .spec import parse_spec
 
     spec = parse_spec(spec)
     if not has_embedding(spec):
@@ -1191,7 +1191,7 @@ class _RayEmbedder:
 
     def __init__(self, spec: str, folder: str, out: str, shards: int, device: str | None):
         from . import metric_registry
-        from .datasets.specs import parse_spec
+        from .spec import parse_spec
 
         self.spec = parse_spec(spec)
         self.model = metric_registry.build(self.spec.metric, self.spec.net, version=self.spec.version,

@@ -115,7 +115,7 @@ class _Bar:
 
 
 def _spec(args, text: str | None = None):
-    from .datasets.specs import parse_spec
+    from .spec import parse_spec
     from .space import has_embedding
 
     spec = parse_spec(text or args.metric, net=args.net, version=args.version,

@@ -23,7 +23,7 @@ images at their native size.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 import numpy as np
@@ -31,23 +31,40 @@ import numpy as np
 from . import metric_registry
 from . import metrics as _classic
 from .conventions import CONVENTIONS
+from .metric_registry import NET_LABELS
 
-__all__ = ["CLASSIC", "CLASSIC_LABELS", "HIGHER_IS_BETTER", "NET_LABELS", "MetricSpec", "parse_spec", "parse_specs"]
+__all__ = ["CLASSIC", "ClassicMetric", "MetricSpec", "NET_LABELS", "parse_spec", "parse_specs", "standard_specs"]
 
-CLASSIC: dict[str, Callable[[np.ndarray, np.ndarray], float]] = {
-    "mse": _classic.mse,
-    "psnr": _classic.psnr,
-    "ssim": _classic.ssim,
-}
-"""The classic metrics by name: ``(a, b)`` ``(H, W, 3)`` float in ``[0, 1]`` → float."""
 
-CLASSIC_LABELS: dict[str, str] = {"mse": "MSE", "psnr": "PSNR", "ssim": "SSIM"}
+@dataclass(frozen=True)
+class ClassicMetric:
+    """A metric computed on the ``[0, 1]`` images themselves (:mod:`lpips_core.metrics`).
 
-HIGHER_IS_BETTER: frozenset[str] = frozenset({"psnr", "ssim"})
-"""Metrics that are similarities (a larger value means a closer match); every other one is a distance."""
+    Attributes:
+        name: the spec name and table column (``"psnr"``).
+        label: for people (``"PSNR"``); ``unit`` what its values count (``"dB"``, or ``""``).
+        fn: ``(a, b) → float`` on two ``(H, W, 3)`` float images in ``[0, 1]`` of one shape.
+        higher_is_better: a similarity (a larger value is a closer match), else a distance.
 
-NET_LABELS: dict[str, str] = {"alex": "AlexNet", "vgg": "VGG16", "squeeze": "SqueezeNet 1.1"}
-"""How a backbone is named for people."""
+    Calling it calls ``fn``.
+    """
+
+    name: str
+    label: str
+    fn: Callable[[np.ndarray, np.ndarray], float] = field(repr=False)
+    higher_is_better: bool
+    unit: str = ""
+
+    def __call__(self, a: np.ndarray, b: np.ndarray) -> float:
+        return self.fn(a, b)
+
+
+CLASSIC: dict[str, ClassicMetric] = {c.name: c for c in (
+    ClassicMetric("mse", "MSE", _classic.mse, False),
+    ClassicMetric("psnr", "PSNR", _classic.psnr, True, "dB"),
+    ClassicMetric("ssim", "SSIM", _classic.ssim, True),
+)}
+"""The classic metrics by name, the one place they are declared."""
 
 _SIZE = re.compile(r"@(\d+)(?:x(\d+))?$")
 _CONV = re.compile(r"-?(\[[^\]]*\])")
@@ -90,12 +107,13 @@ class MetricSpec:
         info = metric_registry.METRICS[self.metric]
         net = info.default_net if self.net is None else self.net
         if net not in info.nets:
-            raise ValueError(f"{info.label} has nets {info.nets}, got {net!r}")
+            raise ValueError(f"{info.label} has no {net!r} backbone; it has nets {info.nets}")
         version = self.version if self.version is not None else (info.versions[0] if info.versions else None)
         if version is not None and version not in info.versions:
-            raise ValueError(f"{info.label} has versions {info.versions or '(one)'}, got {version!r}")
+            raise ValueError(f"{info.label} has versions {info.versions}, got {version!r}" if info.versions else
+                             f"{info.label} has one version: version (--version) applies to --metric lpips only")
         if not self.lin and not info.has_baseline:
-            raise ValueError(f"{info.label} has no uncalibrated baseline")
+            raise ValueError(f"{info.label} has no uncalibrated baseline: lin=False (--baseline) applies to --metric lpips only")
         conv = info.input_range if self.convention in (None, "correct") else self.convention
         if conv not in CONVENTIONS:
             raise ValueError(f"convention must be one of {CONVENTIONS}, got {self.convention!r}")
@@ -145,7 +163,7 @@ class MetricSpec:
         What equals the metric's own default (version 0.1, lin, its input range, colour, native
         size) is left out."""
         if not self.learned:
-            return CLASSIC_LABELS[self.metric]
+            return CLASSIC[self.metric].label
         info = metric_registry.METRICS[self.metric]
         text = f"{info.label} · {NET_LABELS.get(self.net, self.net)}"
         extra = []
@@ -162,9 +180,14 @@ class MetricSpec:
         return text + (f" ({', '.join(extra)})" if extra else "")
 
     @property
+    def metric_label(self) -> str:
+        """The metric alone, for people: ``"LPIPS"``, ``"ST-LPIPS"``, ``"DISTS"``, ``"MSE"``."""
+        return metric_registry.METRICS[self.metric].label if self.learned else CLASSIC[self.metric].label
+
+    @property
     def higher_is_better(self) -> bool:
-        """A similarity (PSNR, SSIM: larger is closer); every other metric is a distance."""
-        return self.metric in HIGHER_IS_BETTER
+        """A similarity (PSNR, SSIM: larger is closer); every learned metric is a distance."""
+        return not self.learned and CLASSIC[self.metric].higher_is_better
 
     @property
     def differentiable(self) -> bool:
@@ -179,6 +202,56 @@ class MetricSpec:
         :mod:`lpips_core.space`): a set of N images needs N forward passes for all its pairs. DISTS
         and the classic metrics are not."""
         return self.learned and metric_registry.METRICS[self.metric].euclidean
+
+    @property
+    def has_maps(self) -> bool:
+        """The learned metric's result has spatial maps (LPIPS, ST-LPIPS; not DISTS nor the classic ones)."""
+        return self.learned and metric_registry.METRICS[self.metric].has_maps
+
+    @property
+    def components(self) -> tuple[str, ...]:
+        """The names of the result's extra terms per stage (DISTS: ``texture``, ``structure``); ``()`` for none."""
+        return metric_registry.METRICS[self.metric].components if self.learned else ()
+
+    @property
+    def model_spec(self) -> "MetricSpec":
+        """What the model depends on: this spec with the input (convention, colour, size) at the
+        metric's defaults. Specs with equal ``model_spec`` share one model; its name keys model caches."""
+        if not self.learned:
+            return self
+        return MetricSpec(self.metric, net=self.net, version=self.version, lin=self.lin)
+
+    @property
+    def row_spec(self) -> "MetricSpec":
+        """The metric on this spec's network with every other option at the metric's defaults
+        (a row of a table that varies the rest: the Conventions grid)."""
+        return self if not self.learned else MetricSpec(self.metric, net=self.net)
+
+    @classmethod
+    def of_model(cls, model) -> "MetricSpec":
+        """The spec a model computes at its own input convention, colour and size.
+
+        Raises:
+            TypeError: not a model of a registered metric.
+        """
+        metric = metric_registry.model_metric(model)
+        info = metric_registry.METRICS[metric]
+        return cls(metric, net=model.net, version=getattr(model, "version", None) if info.versions else None,
+                   lin=getattr(model, "channel_weights", None) is not None if info.has_baseline else True)
+
+    def check_model(self, model) -> None:
+        """Refuse a model that is not this spec's (a cache that mixed them up would give wrong numbers).
+
+        Raises:
+            TypeError: a model of another metric, network, version or head (or no model's).
+        """
+        try:
+            own = MetricSpec.of_model(model).model_spec
+        except TypeError:
+            own = None
+        if own != self.model_spec:
+            raise TypeError(f"{self.label} needs its own model ({self.model_spec.name}), got "
+                            f"{own.name if own is not None else type(model).__name__}")
 
     def replace(self, **changes) -> "MetricSpec":
         """This spec with some fields changed (validated again)."""
@@ -315,3 +388,18 @@ def _split_commas(text: str) -> list[str]:
             cur += ch
     out.append(cur)
     return [t for t in out if t.strip()]
+
+
+def standard_specs(*, baselines: bool = True) -> list[MetricSpec]:
+    """Every metric at its defaults: the classic ones, then each learned metric of
+    :data:`~lpips_core.metric_registry.METRICS` on each of its networks, followed by its
+    uncalibrated baseline where it has one (``baselines``). A metric added to the registry
+    appears here without a change.
+    """
+    out = [MetricSpec(name) for name in CLASSIC]
+    for name, info in metric_registry.METRICS.items():
+        for net in info.nets:
+            out.append(MetricSpec(name, net=net))
+            if baselines and info.has_baseline:
+                out.append(MetricSpec(name, net=net, lin=False))
+    return out

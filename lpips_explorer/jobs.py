@@ -15,11 +15,12 @@ message).
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from contextlib import contextmanager
 from typing import Callable, Iterator
+
+from lpips_explorer import environment
 
 __all__ = ["JobSlots", "JobsBusy", "default_slots", "heavy_jobs"]
 
@@ -30,11 +31,7 @@ class JobsBusy(RuntimeError):
 
 def default_slots() -> int:
     """``$LPIPS_EXPLORER_HEAVY_JOBS`` if set (at least 1), else one per two CPUs, at least 1."""
-    text = os.environ.get("LPIPS_EXPLORER_HEAVY_JOBS", "")
-    try:
-        return max(1, int(text)) if text else max(1, (os.cpu_count() or 1) // 2)
-    except ValueError:
-        return max(1, (os.cpu_count() or 1) // 2)
+    return environment.heavy_jobs()
 
 
 class JobSlots:

@@ -18,7 +18,8 @@ taken the same number of steps, fewer than ``steps``; its runs say ``stopped="ti
 (the shifted copies, each metric's features of the fixed images, computed a few images at a
 time) counts against the limit too and is stopped at it.
 
-Both take a ``progress(fraction, message)`` callback (return ``False`` to stop) and an optional
+Both take a ``progress(done, total)`` callback (:mod:`lpips_core.progress`; ``done`` of ``total``
+steps, counting each loss's step; return ``False`` to stop) and an optional
 ``cancel`` :class:`threading.Event`; a cancelled experiment returns what it reached with
 ``cancelled=True`` (its runs may then differ by one step: the round it stopped in).
 
@@ -57,6 +58,7 @@ from lpips_core.conventions import apply_convention, resize, to_tensor
 from lpips_explorer.distortions import gaussian_blur
 from lpips_core.elpips import ELPIPS
 from lpips_core.images import check_image
+from lpips_core.progress import Progress
 from lpips_core.protocol import LearnedMetric
 
 __all__ = [
@@ -65,8 +67,6 @@ __all__ = [
     "sharpness", "shifted_copies",
 ]
 
-#: ``progress(fraction in [0, 1], message)``; returning ``False`` stops the experiment.
-Progress = Callable[[float, str], "bool | None"]
 #: The label of the pixel loss in :func:`mse_blur_experiment`.
 MSE_LABEL = "MSE"
 Stop = Literal["steps", "time", "cancelled"]
@@ -212,7 +212,7 @@ class _Budget:
         if max_seconds is not None:
             _check_float("max_seconds", max_seconds)
         if progress is not None and not callable(progress):
-            raise TypeError(f"progress must be callable(fraction, message), got {type(progress).__name__}")
+            raise TypeError(f"progress must be callable(done, total), got {type(progress).__name__}")
         self.start = time.perf_counter()
         self.deadline = None if max_seconds is None else self.start + float(max_seconds)
         self.progress, self.cancel = progress, cancel
@@ -222,12 +222,12 @@ class _Budget:
         """Whether ``seconds`` more fit before the deadline (always, without one)."""
         return self.deadline is None or time.perf_counter() + seconds <= self.deadline
 
-    def report(self, fraction: float, message: str) -> bool:
-        """Tell ``progress``; ``False`` when the experiment must stop (cancelled)."""
+    def report(self, done: int, total: int) -> bool:
+        """Tell ``progress(done, total)``; ``False`` when the experiment must stop (cancelled)."""
         if self.cancel is not None and self.cancel.is_set():
             self.cancelled = True
         if self.progress is not None and not self.cancelled:
-            if self.progress(min(1.0, max(0.0, fraction)), message) is False:
+            if self.progress(min(max(done, 0), total), total) is False:
                 self.cancelled = True
         return not self.cancelled
 
@@ -253,13 +253,6 @@ class _Rounds:
     def end(self) -> None:
         self.spent += time.perf_counter() - self._started
         self.done += 1
-
-    def message(self, label: str, step: int) -> str:
-        """``"label: step k of n"``, and the time left at the pace so far once a round is done."""
-        text = f"{label}: step {step + 1} of {self.steps}"
-        if self.done:
-            text += f" · about {self.spent / self.done * (self.steps - self.done):.0f} s left"
-        return text
 
 
 def _check_int(name: str, value, key: str | None = None) -> None:
@@ -481,8 +474,9 @@ def mse_blur_experiment(
     labels = list(losses)
     descents: dict[str, _Descent] = {}
     stopped: Stop = "steps"
+    total = steps * len(labels)
     for label in labels:  # set-up: each learned loss's features of the fixed copies
-        if not budget.report(0.0, f"{label}: features of the {copies} copies"):
+        if not budget.report(0, total):
             stopped = "cancelled"
             break
         t0 = time.perf_counter()
@@ -506,12 +500,12 @@ def mse_blur_experiment(
         k = rounds.done
         rounds.begin()
         for i, label in enumerate(labels):
-            if not budget.report((k + i / len(labels)) / steps, rounds.message(label, k)):
+            if not budget.report(k * len(labels) + i, total):
                 stopped = "cancelled"
                 break
             descents[label].step(cosine(lr, k, steps))
         rounds.end()
-    budget.report(1.0, "done")
+    budget.report(total, total)
     runs: dict[str, LossRun] = {}
     for label, d in descents.items():
         out = _np(d.x)
@@ -761,8 +755,9 @@ def fooling_experiment(
     labels = list(models)
     attacks: dict[str, _Attack] = {}
     stopped: Stop = "steps"
+    total = steps * len(labels)
     for label in labels:  # set-up: each metric's features of the source, one timed check
-        if not budget.report(0.0, f"{label}: preparing"):
+        if not budget.report(0, total):
             stopped = "cancelled"
             break
         if not budget.room_for(0.0):
@@ -789,16 +784,16 @@ def fooling_experiment(
         k = rounds.done
         rounds.begin()
         for i, label in enumerate(labels):
-            if not budget.report((k + i / len(labels)) / steps, rounds.message(label, k)):
+            if not budget.report(k * len(labels) + i, total):
                 stopped = "cancelled"
                 break
             attacks[label].step(cosine(step_size, k, steps))
         rounds.end()
     for label, attack in attacks.items():
-        if stopped != "cancelled" and not budget.report(1.0, f"{label}: final check"):
+        if stopped != "cancelled" and not budget.report(rounds.done * len(labels), total):
             stopped = "cancelled"
         runs[label] = attack.finish(budget, stopped)
-    budget.report(1.0, "done")
+    budget.report(total, total)
     settings = dict(eps=eps, size=size, steps=steps, step_size=step_size, check_samples=check_samples, seed=seed,
                     max_seconds=max_seconds)
     return FoolingExperiment(_np(src), _np(tgt), float(eps), math.sqrt(pull0), runs, budget.cancelled, settings,

@@ -37,6 +37,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from lpips_explorer import environment
+
 __all__ = ["DEFAULT_BUDGET_BYTES", "ScratchFull", "ScratchRegistry", "default_root", "registry", "shared_folder",
            "tree_bytes"]
 
@@ -56,7 +58,7 @@ class ScratchFull(RuntimeError):
 
 def default_root() -> Path:
     """``$LPIPS_EXPLORER_SCRATCH``, or ``<temp>/lpips-explorer``."""
-    return Path(os.environ.get("LPIPS_EXPLORER_SCRATCH") or Path(tempfile.gettempdir()) / "lpips-explorer")
+    return environment.scratch_root()
 
 
 def tree_bytes(path: Path) -> int:
@@ -312,17 +314,6 @@ def registry() -> ScratchRegistry:
     global _registry
     with _registry_lock:
         if _registry is None:
-            mb = os.environ.get("LPIPS_EXPLORER_SCRATCH_MB")
-            budget = DEFAULT_BUDGET_BYTES
-            if mb:
-                try:
-                    budget = max(0, int(float(mb) * 2**20))
-                except ValueError:
-                    pass
-            grace = GRACE_S
-            try:
-                grace = max(0.0, float(os.environ.get("LPIPS_EXPLORER_SCRATCH_GRACE_S") or GRACE_S))
-            except ValueError:
-                pass
-            _registry = ScratchRegistry(budget_bytes=budget, grace_s=grace)
+            _registry = ScratchRegistry(budget_bytes=environment.scratch_budget_bytes(DEFAULT_BUDGET_BYTES),
+                                        grace_s=environment.scratch_grace_s(GRACE_S))
         return _registry

@@ -1,29 +1,32 @@
 """The Shift-vs-blur lesson's computations: a metric along a shift or blur sweep, cached on disk.
 
 A sweep runs the distorted copies of one reference through a learned metric in one batch
-(:func:`lpips_core.sweeps.metric_many`) and keeps the totals, the per-layer terms and, on
-request, each layer's distance map block-averaged to a small grid. Results are cached on disk
-under ``~/.cache/lpips_explorer/sweeps`` (``LPIPS_EXPLORER_SWEEP_CACHE`` overrides; ``"off"``
-disables), keyed by the reference's content, the sweep, the model (metric, net, version, lin,
-weights provenance) and the library version with a hash of the sources the numbers depend on,
+(:func:`lpips_core.sweeps.metric_many`, under a :class:`~lpips_core.spec.MetricSpec`) and keeps
+the totals, the per-layer terms and, on request, each layer's distance map block-averaged to a
+small grid. Results are cached on disk under ``~/.cache/lpips_explorer/sweeps``
+(``LPIPS_EXPLORER_SWEEP_CACHE`` overrides; ``"off"`` disables, see
+:mod:`lpips_explorer.environment`), keyed by the reference's content, the sweep, the spec, the
+weights' provenance and the library version with a hash of the sources the numbers depend on,
 so a changed library or model never reads a stale entry. No Streamlit here.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import tempfile
 from functools import lru_cache
 from pathlib import Path
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 
+from lpips_core.caching import content_digest
+from lpips_core.spec import MetricSpec, parse_spec
+from lpips_core.sweeps import metric_many
+from lpips_explorer import environment
 from lpips_explorer.distortions import gaussian_blur, shift
 from lpips_explorer.figures.lessons import block_mean
-from lpips_core.sweeps import metric_many
 
 __all__ = ["DEFAULT_SHIFT", "DEFAULT_SIGMA", "KINDS", "MAP_SHIFTS", "SHIFTS", "SHIFT_BOUNDARY", "SIGMAS", "cache_dir",
            "distorted", "lesson_sweeps", "library_hash", "swept_value", "sweep"]
@@ -55,7 +58,7 @@ def distorted(ref: np.ndarray, kind: str, value: float) -> np.ndarray:
 _NUMERIC_SOURCES = ("lpips_core", "lpips_core.backbones", "lpips_core.conventions", "lpips_core.dists",
                     "lpips_core.metric_registry", "lpips_core.model", "lpips_core.protocol", "lpips_core.stlpips",
                     "lpips_core.sweeps", "lpips_core.weights", "lpips_explorer.distortions",
-                    "lpips_explorer.shift_blur", "lpips_explorer.figures.lessons")
+                    "lpips_core.spec", "lpips_explorer.shift_blur", "lpips_explorer.figures.lessons")
 
 
 @lru_cache(maxsize=1)
@@ -65,32 +68,30 @@ def library_hash() -> str:
 
     from lpips_core import __version__
 
-    h = hashlib.blake2b(__version__.encode(), digest_size=12)
-    for name in _NUMERIC_SOURCES:
-        h.update(name.encode())
-        h.update(Path(importlib.util.find_spec(name).origin).read_bytes())
-    return h.hexdigest()
+    return content_digest(__version__, *[(name, Path(importlib.util.find_spec(name).origin).read_bytes())
+                                         for name in _NUMERIC_SOURCES], size=12)
 
 
 def cache_dir() -> Path | None:
     """Where sweeps are cached (``None`` when ``LPIPS_EXPLORER_SWEEP_CACHE=off``)."""
-    env = os.environ.get("LPIPS_EXPLORER_SWEEP_CACHE", "")
-    if env.lower() == "off":
-        return None
-    return Path(env) if env else Path.home() / ".cache" / "lpips_explorer" / "sweeps"
+    return environment.sweep_cache()
 
 
-def _key(ref: np.ndarray, kind: str, values: Sequence[float], metric: str, model, maps_at: Sequence[float]) -> str:
-    h = hashlib.blake2b(digest_size=20)
-    ref = np.ascontiguousarray(ref, dtype=np.float32)
-    h.update(repr(ref.shape).encode())
-    h.update(ref.tobytes())
+def _spec(model, spec: MetricSpec | str | None) -> MetricSpec:
+    """``spec`` (default: the model's own), checked against ``model``."""
+    if spec is None:
+        return MetricSpec.of_model(model)
+    spec = parse_spec(spec)
+    spec.check_model(model)
+    return spec
+
+
+def _key(ref: np.ndarray, kind: str, values: Sequence[float], spec: MetricSpec, model,
+         maps_at: Sequence[float]) -> str:
     desc = {"kind": kind, "values": [float(v) for v in values], "maps_at": [float(v) for v in maps_at],
-            "metric": metric, "net": getattr(model, "net", None), "version": getattr(model, "version", None),
-            "lin": getattr(model, "channel_weights", None) is not None, "weights": str(getattr(model, "weights", "")),
+            "spec": spec.name, "weights": str(getattr(model, "weights", "")),
             "lib": library_hash(), "map_side": _MAP_SIDE, "boundary": SHIFT_BOUNDARY}
-    h.update(json.dumps(desc, sort_keys=True).encode())
-    return h.hexdigest()
+    return content_digest(np.asarray(ref, dtype=np.float32), json.dumps(desc, sort_keys=True), size=20)
 
 
 def _load(path: Path) -> dict | None:
@@ -122,14 +123,15 @@ def sweep(
     kind: str,
     values: Sequence[float],
     *,
-    metric: str,
+    spec: MetricSpec | str | None = None,
     maps_at: Sequence[float] = (),
     use_disk: bool = True,
 ) -> dict:
-    """``metric`` between ``ref`` and each of its ``kind``-distorted copies at ``values``.
+    """A learned metric between ``ref`` and each of its ``kind``-distorted copies at ``values``.
 
     Args:
-        model: the metric's model (:func:`lpips_core.metric_registry.build`).
+        model: ``spec``'s model (:meth:`MetricSpec.build`, or the app's cached getter).
+        spec: a learned :class:`~lpips_core.spec.MetricSpec` or its name (default: the model's own).
         ref: ``(H, W, 3)`` float array in ``[0, 1]``.
         kind: ``"shift"`` or ``"blur"``; ``values`` in px (0 = the reference itself, scored 0
             without a forward pass).
@@ -152,8 +154,9 @@ def sweep(
     bad = [v for v in maps_at if v not in todo]
     if bad:
         raise ValueError(f"maps_at {bad} must be non-zero members of values {values}")
+    spec = _spec(model, spec)
     folder = cache_dir() if use_disk else None
-    path = folder / f"{_key(ref, kind, values, metric, model, maps_at)}.npz" if folder else None
+    path = folder / f"{_key(ref, kind, values, spec, model, maps_at)}.npz" if folder else None
     if path is not None and path.exists():
         hit = _load(path)
         if hit is not None:
@@ -163,7 +166,7 @@ def sweep(
     per_layer = np.zeros((len(values), len(names)))
     maps = None
     if todo:
-        res = metric_many(model, ref, [distorted(ref, kind, v) for v in todo], metric=metric, spatial=bool(maps_at))
+        res = metric_many(model, ref, [distorted(ref, kind, v) for v in todo], spec=spec, spatial=bool(maps_at))
         names = list(res.layer_names)
         per_layer = np.zeros((len(values), len(names)))
         rows = res.per_layer.double().cpu().numpy()
@@ -179,8 +182,9 @@ def sweep(
     return out
 
 
-def swept_value(model, ref: np.ndarray, kind: str, value: float, *, metric: str) -> float | None:
-    """``metric`` of ``ref``'s ``kind`` copy at ``value`` read from a lesson sweep on disk (the
+def swept_value(model, ref: np.ndarray, kind: str, value: float, *,
+                spec: MetricSpec | str | None = None) -> float | None:
+    """``spec`` (default: the model's own) of ``ref``'s ``kind`` copy at ``value`` read from a lesson sweep on disk (the
     :data:`SHIFTS`/:data:`SIGMAS` sweeps :func:`lesson_sweeps` writes, with or without maps), or
     ``None`` when no such sweep is cached (or the disk cache is off). Never computes.
 
@@ -196,58 +200,63 @@ def swept_value(model, ref: np.ndarray, kind: str, value: float, *, metric: str)
     folder = cache_dir()
     if folder is None or value not in values:
         return None
+    spec = _spec(model, spec)
     for maps_at in ((), MAP_SHIFTS) if kind == "shift" else ((),):
-        path = folder / f"{_key(ref, kind, values, metric, model, maps_at)}.npz"
+        path = folder / f"{_key(ref, kind, values, spec, model, maps_at)}.npz"
         hit = _load(path) if path.exists() else None
         if hit is not None:
             return float(hit["total"][values.index(value)])
     return None
 
 
-def lesson_sweeps(ref: np.ndarray, lpips_models: dict, others: dict | None = None, *, why_net: str | None = None,
-                  sigma: float = DEFAULT_SIGMA) -> None:
+def lesson_sweeps(ref: np.ndarray, models: Mapping[MetricSpec | str, object], *,
+                  why: MetricSpec | str | None = None, sigma: float = DEFAULT_SIGMA) -> None:
     """Run (and so cache on disk) the sweeps the Shift-vs-blur page asks for at its defaults.
 
     Args:
         ref: ``(H, W, 3)`` in ``[0, 1]``: the reference exactly as the page gets it.
-        lpips_models: net → LPIPS model; the shift sweep of ``why_net`` (default: the first) keeps
-            the :data:`MAP_SHIFTS` maps, and its blur at ``sigma`` is swept alone with its maps.
-        others: any further ``name → (metric, model)`` (the successor metrics), totals only.
+        models: spec (or its name) → its model, every one swept over :data:`SHIFTS` and
+            :data:`SIGMAS`, totals only, except ``why``.
+        why: the spec whose layers the page explains (default: the first of ``models`` with
+            spatial maps): its shift sweep keeps the :data:`MAP_SHIFTS` maps, and its blur at
+            ``sigma`` is swept alone with its maps.
     """
-    why_net = why_net if why_net is not None else next(iter(lpips_models), None)
-    for net, model in lpips_models.items():
-        sweep(model, ref, "shift", SHIFTS, metric="lpips", maps_at=MAP_SHIFTS if net == why_net else ())
-        sweep(model, ref, "blur", SIGMAS, metric="lpips")
-    if why_net in lpips_models and sigma:
-        sweep(lpips_models[why_net], ref, "blur", (sigma,), metric="lpips", maps_at=(sigma,))
-    for metric, model in (others or {}).values():
-        for kind, values in (("shift", SHIFTS), ("blur", SIGMAS)):
-            sweep(model, ref, kind, values, metric=metric)
+    models = {parse_spec(spec): model for spec, model in models.items()}
+    why = parse_spec(why) if why is not None else next((s for s in models if s.has_maps), None)
+    for spec, model in models.items():
+        sweep(model, ref, "shift", SHIFTS, spec=spec, maps_at=MAP_SHIFTS if spec == why else ())
+        sweep(model, ref, "blur", SIGMAS, spec=spec)
+    if why in models and sigma:
+        sweep(models[why], ref, "blur", (sigma,), spec=why, maps_at=(sigma,))
+
+
+#: What :func:`main` sweeps by default: the page's default metrics on a CPU (the sidebar's
+#: AlexNet, the lesson's VGG16, ST-LPIPS · AlexNet), the first one explained layer by layer.
+DEFAULT_SPECS: tuple[str, ...] = ("lpips-alex", "lpips-vgg", "stlpips-alex")
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m lpips_explorer.shift_blur [--side 256] [--nets alex vgg] IMAGE…``: fill the disk cache
-    for these images (e.g. ``sample_images/*.png``) at the app's working size."""
+    """``python -m lpips_explorer.shift_blur [--side 256] [--specs lpips-alex lpips-vgg stlpips-alex] IMAGE…``:
+    fill the disk cache for these images (e.g. ``sample_images/*.png``) at the app's working size."""
     import argparse
 
-    from lpips_core import metric_registry
     from lpips_core.images import load_image
 
     p = argparse.ArgumentParser(description=main.__doc__)
     p.add_argument("images", nargs="+")
     p.add_argument("--side", type=int, default=256, help="the app's working size (longer side, px)")
-    p.add_argument("--nets", nargs="+", default=["alex", "vgg"], help="LPIPS backbones")
-    p.add_argument("--others", nargs="*", default=["stlpips:alex"],
-                   help="further metric:net pairs (the app's successors on a CPU: stlpips:alex)")
+    p.add_argument("--specs", nargs="+", default=list(DEFAULT_SPECS),
+                   help="metric spec names (as --metrics of python -m lpips_core score); the first one with "
+                        "maps is explained layer by layer")
     args = p.parse_args(argv)
-    models = {net: metric_registry.build("lpips", net) for net in args.nets}
-    others = {}
-    for spec in args.others:
-        metric, _, net = spec.partition(":")
-        others[spec] = (metric, metric_registry.build(metric, net or None))
+    try:
+        specs = [parse_spec(name) for name in args.specs]
+    except ValueError as exc:
+        p.error(str(exc))
+    models = {spec: spec.build() for spec in specs}
     for path in args.images:
         ref = load_image(path, max_side=args.side).array
-        lesson_sweeps(ref, models, others)
+        lesson_sweeps(ref, models)
         print(f"{path}: cached in {cache_dir()}")
     return 0
 

@@ -46,7 +46,7 @@ def serving_article_2afc(calls: list[dict[str, Any]]) -> Callable[..., TwoAFCRes
         if settings != defaults:
             return real(**kwargs)
         if kwargs.get("progress") is not None:
-            kwargs["progress"](1.0, "done")
+            kwargs["progress"](1, 1)  # progress(done, total): finished
         return article_2afc()
 
     return run

@@ -38,7 +38,8 @@ import pytest
 import torch
 
 from lpips_explorer import calibration as C
-from lpips_explorer.calibration import cli, real
+from lpips_core.spec import MetricSpec
+from lpips_explorer.calibration import cli
 from lpips_explorer.calibration.common import _mse, _to_net
 from lpips_explorer.distortions import block_dct, shift
 from lpips_explorer.figures import calibration as FC
@@ -255,13 +256,15 @@ def test_run_2afc_reuses_given_test_triplets(small_2afc):
 
 
 def test_run_2afc_progress_callback():
+    """``progress(done, total)``: one total (the run's cost model), ``done`` rising to it."""
     calls = []
-    C.run_2afc(net_seeds=(1, 2), n_train=20, n_test=20, steps=10, progress=lambda f, m: calls.append((f, m)))
-    fractions = [f for f, _ in calls]
-    assert len(calls) > 5 and all(isinstance(m, str) and m for _, m in calls)
-    assert all(0.0 <= f <= 1.0 for f in fractions)
-    assert fractions == sorted(fractions) and fractions[-1] == 1.0
-    assert any("stand-in net 2" in m for _, m in calls) and any("fitting" in m for _, m in calls)
+    C.run_2afc(net_seeds=(1, 2), n_train=20, n_test=20, steps=10, progress=lambda d, t: calls.append((d, t)))
+    done = [d for d, _ in calls]
+    assert len(calls) > 5 and len({t for _, t in calls}) == 1
+    total = calls[0][1]
+    # 40 triplets drawn (1 unit each), then per stand-in 0.35 per triplet and 0.15 per step per 600 triplets
+    assert total == pytest.approx(40 + 2 * (0.35 * 40 + 0.15 * 10 * 20 / 600))
+    assert all(0 <= d <= total for d in done) and done == sorted(done) and done[-1] == total
 
 
 @pytest.mark.parametrize(
@@ -308,13 +311,34 @@ def test_score_lpips_2afc_matches_the_model(alex):
     assert 0 <= base.all <= 1 and base.per_triplet.shape == (12,)
 
 
-def test_real_lpips_2afc_reports_unavailable_weights(monkeypatch):
-    def unavailable(net, version, lin, device=None):
-        raise WeightsUnavailable(net, f"no weights for {net} here")
-
-    monkeypatch.setattr(real, "LPIPS", unavailable)
-    out = C.real_lpips_2afc(C.make_triplets(4, 2), nets=("alex", "vgg"))
+def test_real_lpips_2afc_takes_models_and_reports_unavailable_ones(alex):
+    """The models are the caller's (nothing is built): a ``None`` model is reported unavailable; a
+    model that is not its spec's, or a baseline, is refused. ``progress`` counts triplets."""
+    test = C.make_triplets(6, 2)
+    calls = []
+    out = C.real_lpips_2afc(test, {"lpips-alex": alex, MetricSpec("lpips", net="vgg"): None},
+                            progress=lambda d, t: calls.append((d, t)))
     assert list(out) == ["alex", "vgg"]
+    base, lin = C.score_lpips_2afc(alex, test)
+    assert out["alex"].available and out["alex"].label == "LPIPS AlexNet v0.1"
+    np.testing.assert_array_equal(out["alex"].lin.per_triplet, lin.per_triplet)
+    np.testing.assert_array_equal(out["alex"].baseline.per_triplet, base.per_triplet)
+    assert not out["vgg"].available and out["vgg"].rows() == {} and out["vgg"].version == "0.1"
+    assert calls[-1] == (12, 12) and all(t == 12 for _, t in calls)
+    with pytest.raises(TypeError, match="LPIPS · VGG16 needs its own model"):
+        C.real_lpips_2afc(test, {"lpips-vgg": alex})
+    with pytest.raises(ValueError, match="with lin weights; got lpips-alex-0.1-baseline"):
+        C.real_lpips_2afc(test, {"lpips-alex-baseline": alex})
+
+
+def test_cli_reports_unavailable_weights(monkeypatch):
+    """The CLI builds the models ``--real`` needs; a backbone without weights gets its reason."""
+    def unavailable(self, device=None):
+        raise WeightsUnavailable(self.net, f"no weights for {self.net} here")
+
+    monkeypatch.setattr(MetricSpec, "build", unavailable)
+    models, out = cli._real_models(("alex", "vgg"))
+    assert models == {} and list(out) == ["alex", "vgg"]
     for net, res in out.items():
         assert not res.available and res.baseline is None and res.lin is None
         assert f"no weights for {net}" in res.note and res.rows() == {}

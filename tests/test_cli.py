@@ -60,7 +60,8 @@ def test_json_options_equal_api(files, golden):
     model = LPIPS("vgg", "0.0", lin=False, device="cpu")
     x = to_input(golden["ex_ref"], convention="[0,255]", size=96)
     y = to_input(golden["ex_p0"], convention="[0,255]", size=96)
-    assert out["lpips"] == pytest.approx(float(model(x, y)), rel=1e-6)
+    # model(x, y) refuses values outside [-1, 1]; compare() takes raw [0, 255] values, as the CLI's convention does
+    assert out["lpips"] == pytest.approx(float(model.compare(x, y).total[0]), rel=1e-6)
     assert (out["net"], out["version"], out["lin"], out["convention"], out["size"]) == ("vgg", "0.0", False, "[0,255]", [96, 96])
 
 

@@ -454,13 +454,13 @@ def test_rank_checks_orders_by_absolute_change():
         ("misalignment", "x", pytest.approx(-0.2)), ("size", None, None)]
 
 
-def test_diagnose_files_reports_progress_score_first(alex, uploaded):
-    """``progress`` sees the finished score before any check, then one more check each time; the
+def test_diagnose_files_reports_partial_results_score_first(alex, uploaded):
+    """``on_partial`` sees the finished score before any check, then one more check each time; the
     partials agree with the finished diagnosis (the page shows the score while the checks run)."""
     ref_png, test_jpg, final = uploaded
     seen = []
     d = dg.diagnose_files(alex, ref_png, test_jpg, reference_name="ref.png", test_name="test.jpg",
-                          progress=seen.append)
+                          on_partial=seen.append)
     assert d.complete and d.pending == () and d.score == pytest.approx(final.score, abs=1e-7)
     assert len(seen) == len(dg.CHECKS)
     assert [len(p.checks) for p in seen] == list(range(len(dg.CHECKS)))

@@ -17,6 +17,7 @@ from lpips_explorer import synth
 from lpips_explorer.distortions import gaussian_blur, kernel_blur, shift
 from lpips_explorer.figures import grids, layers, lessons, maps
 from lpips_core.model import LPIPS
+from lpips_core.spec import MetricSpec
 from lpips_core.sweeps import GridCell
 from lpips_explorer.toy_layer import toy_layer
 
@@ -234,17 +235,21 @@ def _cells():
         for size in ("native", "64×64"):
             base = 0.2 if net == "alex" else 0.4
             for variant, value in (("[-1,1]", base), ("[0,1]", base * 2), ("baseline", base / 2)):
-                out.append(GridCell(net, variant, size, value, base, value / base, f"note {variant}",
+                spec = MetricSpec("lpips", net=net, lin=variant != "baseline",
+                                  convention="[0,1]" if variant == "[0,1]" else None)
+                out.append(GridCell(spec, variant, size, value, base, value / base, f"note {variant}",
                                     variant == "[-1,1]"))
     return out
 
 
 def test_conventions_heatmap_layout_and_values():
     cells = _cells()
-    fig = grids.conventions_heatmap(cells, net_labels={"alex": "AlexNet", "vgg": "VGG16"})
+    fig = grids.conventions_heatmap(cells, row_label=lambda spec: {"alex": "AlexNet", "vgg": "VGG16"}[spec.net])
     (heat,) = _traces(fig, "heatmap")
     assert list(heat.x) == ["native", "64×64"]
     assert list(heat.y)[0] == "AlexNet · [-1,1] ★" and list(heat.y)[1] == "AlexNet · [0,1]"
+    # rows are the cells' row specs (the metric on a backbone); by default named by their label
+    assert list(grids.conventions_heatmap(cells).data[0].y)[3] == "LPIPS · VGG16 · [-1,1] ★"
     z = np.asarray(heat.z, dtype=float)
     np.testing.assert_allclose(z[:, 0], [0.0, 1.0, -1.0, 0.0, 1.0, -1.0])
     assert heat.customdata[1][0][0] == pytest.approx(0.4) and heat.customdata[1][0][1] == pytest.approx(2.0)
@@ -259,13 +264,13 @@ def test_conventions_heatmap_on_the_real_grid(alex):
     ref = synth.texture_patch(1, size=64)
     dist = gaussian_blur(ref, 1.0)
     m00 = LPIPS("alex", "0.0")
-    cells = conventions_grid(ref, dist, get_model=lambda n, v: {"0.1": alex, "0.0": m00}[v], nets=("alex",),
+    cells = conventions_grid(ref, dist, get_model=lambda spec: {"0.1": alex, "0.0": m00}[spec.version], nets=("alex",),
                              sizes=(None, 64))
     fig = grids.conventions_heatmap(cells)
     (heat,) = _traces(fig, "heatmap")
     rows, cols = grids.grid_layout(cells)
     for c in cells:
-        r, k = rows.index((c.net, c.variant)), cols.index(c.size_label)
+        r, k = rows.index((c.row_spec, c.variant)), cols.index(c.size_label)
         assert heat.customdata[r][k][0] == pytest.approx(c.value)
         assert heat.z[r][k] == pytest.approx(math.log2(c.ratio))
 
@@ -349,7 +354,7 @@ def test_conventions_heatmap_names_the_value():
 
 
 def test_size_curves_plot_the_reference_cells():
-    fig = grids.size_curves(_cells(), net_labels={"alex": "AlexNet", "vgg": "VGG16"})
+    fig = grids.size_curves(_cells(), row_label=lambda spec: {"alex": "AlexNet", "vgg": "VGG16"}[spec.net])
     assert [t.name for t in fig.data] == ["AlexNet", "VGG16"]
     assert list(fig.data[0].x) == ["native", "64×64"] and list(fig.data[1].y) == [0.4, 0.4]
     assert fig.layout.xaxis.type == "category"

@@ -69,16 +69,33 @@ def test_float32_inputs_computed_in_float64(pair):
     assert M.ssim(x, y) == M.ssim(x64, y64)
 
 
-def test_results_are_python_floats(pair):
+def test_results_are_python_floats_with_the_oracles_values(pair):
+    """A Python float, and the right one (a NaN would pass a type check alone): NumPy's mean of
+    squares, scikit-image's PSNR and SSIM, on the same pair."""
     x, y = pair
-    for fn in (M.mse, M.psnr, M.ssim):
-        assert type(fn(x, y)) is float
+    want = {
+        M.mse: float(np.mean((x - y) ** 2)),
+        M.psnr: peak_signal_noise_ratio(x, y, data_range=1.0),
+        M.ssim: structural_similarity(x, y, channel_axis=-1, data_range=1.0, gaussian_weights=True, sigma=1.5,
+                                      use_sample_covariance=False),
+    }
+    for fn, value in want.items():
+        got = fn(x, y)
+        assert type(got) is float and np.isfinite(got)
+        assert got == pytest.approx(value, rel=1e-12, abs=1e-15), fn.__name__
+    # the pair is a mild noise (σ = 0.05, clipped): values in a range that would catch a wrong scale
+    assert 1e-3 < want[M.mse] < 3e-3 and 25 < want[M.psnr] < 30 and 0.5 < want[M.ssim] < 1
 
 
 def test_ssim_at_window_size():
+    """An 11×11 image, the smallest SSIM takes: one window position, scikit-image's value."""
     rng = np.random.default_rng(0)
     a, b = rng.random((11, 11, 3)), rng.random((11, 11, 3))
-    assert isinstance(M.ssim(a, b), float)
+    want = structural_similarity(a, b, channel_axis=-1, data_range=1.0, gaussian_weights=True, sigma=1.5,
+                                 use_sample_covariance=False)
+    got = M.ssim(a, b)
+    assert type(got) is float and got == pytest.approx(want, abs=1e-12)
+    assert -1 < got < 0.2  # two independent uniform images are barely similar
 
 
 # ----------------------------------------------------------------------------- errors

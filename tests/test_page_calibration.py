@@ -112,10 +112,10 @@ def test_unavailable_real_net_is_explained(app, monkeypatch):
     monkeypatch.setattr(weights, "availability", fake)
     import ui
 
-    ui.weights_status.clear()
+    ui.models._availability.clear()
     try:
         at = _open(app)
         assert net not in at.multiselect(key="cal_real_nets").options
         assert any(f"no {net} weights in this test" in c.value for c in at.caption)
     finally:
-        ui.weights_status.clear()
+        ui.models._availability.clear()

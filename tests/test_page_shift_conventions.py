@@ -64,7 +64,7 @@ def _start(app, tmp_path, monkeypatch):
     monkeypatch.setenv("LPIPS_EXPLORER_SWEEP_CACHE", str(tmp_path / "sweeps"))  # computed here, not read back
     app.session_state["working_side"] = 128
     app.session_state["svb_open_numbers"] = True  # the folded table, opened
-    app.session_state["successors"] = []
+    app.session_state["extra_metrics"] = []
     return ok(app.run())
 
 
@@ -163,7 +163,7 @@ def test_conventions_with_an_uploaded_test_image(app, models, tmp_path, monkeypa
     dist = resize(to_tensor(load_image(png).array), (h, w))[0].permute(1, 2, 0).numpy()
 
     table = frame(at, "ratio_to_reference")
-    cells = conventions_grid(ref, dist, get_model=lambda n, v: models(n, v), nets=("alex",))
+    cells = conventions_grid(ref, dist, get_model=lambda spec: models(spec.net, spec.version), nets=("alex",))
     assert len(table) == len(cells) and native in set(table["size"]) and "native" not in set(table["size"])
     for c in cells:
         label = native if c.size_label == "native" else f"{c.size_label} px"

@@ -124,7 +124,7 @@ def test_distortion_lab_headline_follows_the_sidebar_backbone(app, models):
     table = _frame(at, "note")
     assert list(table["metric"][3:5]) == ["LPIPS · AlexNet", "LPIPS · VGG16"]
     assert _row(table, "metric", "LPIPS · VGG16")["value"] == pytest.approx(want, rel=1e-5)
-    assert at.selectbox(key="lab_map_net").value == "vgg"
+    assert at.selectbox(key="lab_map_net").value == "lpips-vgg-0.1-lin-[-1,1]"
 
 
 # --------------------------------------------------------------------------- conventions
@@ -140,7 +140,7 @@ def test_conventions(app, models):
     _ok(at.multiselect(key="conv_nets").set_value(["alex"]).run())
     table = _frame(at, "ratio_to_reference")
     assert set(table["backbone"]) == {"alex"}
-    cells = conventions_grid(ref, dist, get_model=lambda n, v: models(n, v), nets=("alex",))
+    cells = conventions_grid(ref, dist, get_model=lambda spec: models(spec.net, spec.version), nets=("alex",))
     assert len(table) == len(cells)
     native = f"native ({ref.shape[1]}×{ref.shape[0]} px)"  # the pixel size scored, width × height
     for c in cells:
@@ -238,9 +238,9 @@ PAGES = ["app_pages/shift_vs_blur.py", "app_pages/distortion_lab.py", "app_pages
 
 def test_pages_survive_an_unavailable_backbone(app):
     """SqueezeNet has no weights here: every page still renders, with the reason instead of a traceback."""
-    from ui import weights_status
+    import ui
 
-    if weights_status()["squeeze"][0]:
+    if ui.availability("lpips-squeeze")[0]:
         pytest.skip("SqueezeNet weights are available on this machine")
     at = _ok(app.run())
     _ok(at.selectbox(key="net").set_value("squeeze").run())
@@ -339,7 +339,7 @@ def test_two_uploads_with_the_same_name_and_size_give_two_references(app):
     assert len(first_bytes) == len(second_bytes) and first_bytes != second_bytes
     name = "[x](http://evil.example) *a_b*.bmp"
     at = app
-    at.session_state["successors"] = []
+    at.session_state["extra_metrics"] = []
     at.switch_page("app_pages/distortion_lab.py")
     _ok(at.run())
     _ok(at.radio(key="ref_source").set_value("Upload").run())
@@ -370,15 +370,15 @@ def test_a_page_error_is_a_short_message_without_traceback(app, monkeypatch, cap
 
     monkeypatch.setattr(maps, "abs_difference", boom)
     at = app
-    at.session_state["successors"] = []
+    at.session_state["extra_metrics"] = []
     at.switch_page("app_pages/distortion_lab.py")
     with caplog.at_level("ERROR", logger="lpips_explorer.ui"):
         _ok(at.run())
     assert len(at.error) == 1
     message = at.error[0].value
     assert message.startswith("**Distortion lab stopped with an unexpected error** (RuntimeError).")
-    assert (f"Configuration: backbone AlexNet, v0\\.1, lin, device {device_name()}, "
-            r"reference sample\: chelsea.") in message
+    assert (r"Configuration: LPIPS · AlexNet \(lpips\-alex\-0\.1\-lin\-\[\-1,1\]\), "
+            f"device {device_name()}, " r"reference sample\: chelsea.") in message
     assert "secret" not in message and "Traceback" not in message and ".py" not in message
     assert at.title[0].value == "Distortion lab"  # what ran before the error stays
     assert at.selectbox(key="net").value == "alex"  # and so does the sidebar

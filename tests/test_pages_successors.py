@@ -17,12 +17,15 @@ import pytest
 import streamlit
 
 from lpips_core import metric_registry
+from lpips_core.spec import parse_spec
 from lpips_explorer.distortions import chain, gaussian_blur, shift
 from apptest_helpers import frame as _frame, ok as _ok, row as _row
 
-ALL = ["stlpips-alex", "stlpips-vgg", "dists-vgg"]
-LABELS = {"stlpips-alex": "ST-LPIPS · AlexNet", "stlpips-vgg": "ST-LPIPS · VGG16", "dists-vgg": "DISTS · VGG16"}
-SPLIT = {"stlpips-alex": ("stlpips", "alex"), "stlpips-vgg": ("stlpips", "vgg"), "dists-vgg": ("dists", "vgg")}
+#: The extra metrics' spec names, as the pickers hold them: ST-LPIPS · AlexNet, ST-LPIPS · VGG16, DISTS · VGG16.
+ST_ALEX, ST_VGG, DISTS = (parse_spec(s).name for s in ("stlpips-alex", "stlpips-vgg", "dists-vgg"))
+ALL = [ST_ALEX, ST_VGG, DISTS]
+LABELS = {ST_ALEX: "ST-LPIPS · AlexNet", ST_VGG: "ST-LPIPS · VGG16", DISTS: "DISTS · VGG16"}
+SPLIT = {ST_ALEX: ("stlpips", "alex"), ST_VGG: ("stlpips", "vgg"), DISTS: ("dists", "vgg")}
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -46,10 +49,12 @@ def metric_model():
 
 
 def _distance(model, sid: str, ref, img, **kw) -> float:
+    """The model on the pair as ``prepare_input`` feeds it; through ``compare``, which takes the
+    network input as given (a wrong convention on purpose, as the Conventions page feeds it)."""
     metric = SPLIT[sid][0]
     x = metric_registry.prepare_input(metric, ref, **kw)
     y = metric_registry.prepare_input(metric, img, **kw)
-    return float(model(x, y))
+    return float(model.compare(x, y).total[0])
 
 
 def _chart(at, key_part: str) -> dict:
@@ -64,7 +69,7 @@ def _start(app, successors=None):
     app.session_state["svb_open_numbers"] = True  # the folded table, opened
     app.session_state["working_side"] = 128
     if successors is not None:
-        app.session_state["successors"] = successors
+        app.session_state["extra_metrics"] = successors
     return _ok(app.run())
 
 
@@ -73,9 +78,9 @@ def test_default_successors_follow_the_device(app):
     import ui
 
     at = _start(app)
-    want = ui.default_successors(ui.device_name())
+    want = [s.name for s in ui.default_extras(ui.device_name())]
     assert at.multiselect(key="svb_successors").value == want
-    assert want == (["stlpips-alex"] if ui.device_name() == "cpu" else ALL)
+    assert want == ([ST_ALEX] if ui.device_name() == "cpu" else ALL)
     assert any("by default" in c.value for c in at.caption)
     table = _frame(at, "metric")
     assert [LABELS[s] for s in want] == [m for m in table["metric"] if m in LABELS.values()]
@@ -83,10 +88,10 @@ def test_default_successors_follow_the_device(app):
 
 def test_shift_vs_blur_successors(app, metric_model):
     app.session_state["svb_open_curves"] = True  # the curves' section, folded by default in the presentation view
-    at = _start(app, ["stlpips-alex"])
+    at = _start(app, [ST_ALEX])
     _ok(at.multiselect(key="svb_successors").set_value(ALL).run())
     _ok(at.slider(key="svb_shift").set_value(2).run())  # the default is the lesson's 1 px
-    assert at.session_state["successors"] == ALL
+    assert at.session_state["extra_metrics"] == ALL
     ref = at.session_state["ref_image"]
     table = _frame(at, "metric")
     shifted, blurred = shift(ref, 2, boundary="reflect"), gaussian_blur(ref, 1.5)
@@ -106,11 +111,11 @@ def test_shift_vs_blur_successors(app, metric_model):
     dists_shift = traces[("shift (px)", "DISTS · VGG16")]
     assert dists_shift["y"][0] == 0.0  # the unchanged image, no forward pass
     assert dists_shift["y"][5] == pytest.approx(
-        _distance(metric_model("dists-vgg"), "dists-vgg", ref, shift(ref, 5, boundary="reflect")), rel=1e-5)
+        _distance(metric_model(DISTS), DISTS, ref, shift(ref, 5, boundary="reflect")), rel=1e-5)
     st_blur = traces[("blur σ (px)", "ST-LPIPS · VGG16")]
     assert st_blur["x"][4] == 2.0
     assert st_blur["y"][4] == pytest.approx(
-        _distance(metric_model("stlpips-vgg"), "stlpips-vgg", ref, gaussian_blur(ref, 2.0)), rel=1e-5)
+        _distance(metric_model(ST_VGG), ST_VGG, ref, gaussian_blur(ref, 2.0)), rel=1e-5)
     row_titles = [a["text"] for a in spec["layout"]["annotations"]]
     assert "ST-LPIPS ↓" in row_titles and "DISTS ↓" in row_titles
 
@@ -118,7 +123,7 @@ def test_shift_vs_blur_successors(app, metric_model):
     _ok(at.slider(key="svb_blur").set_value(0.75).run())
     row = _row(_frame(at, "metric"), "metric", "DISTS · VGG16")
     assert row["blurred σ = 0.75"] == pytest.approx(
-        _distance(metric_model("dists-vgg"), "dists-vgg", ref, gaussian_blur(ref, 0.75)), rel=1e-5)
+        _distance(metric_model(DISTS), DISTS, ref, gaussian_blur(ref, 0.75)), rel=1e-5)
 
     # none: the page is as before, without successor rows or rows in the curves
     _ok(at.multiselect(key="svb_successors").set_value([]).run())
@@ -136,9 +141,9 @@ def test_distortion_lab_successors(app, metric_model, monkeypatch):
         return original(label, data, *args, **kwargs)
 
     monkeypatch.setattr(streamlit, "download_button", recording)
-    at = _start(app, ["stlpips-alex"])
+    at = _start(app, [ST_ALEX])
     _ok(at.switch_page("app_pages/distortion_lab.py").run())
-    assert at.multiselect(key="lab_successors").value == ["stlpips-alex"]  # the choice followed the user
+    assert at.multiselect(key="lab_successors").value == [ST_ALEX]  # the choice followed the user
     _ok(at.multiselect(key="lab_successors").set_value(ALL).run())
     _ok(at.slider(key="lab_0_sigma").set_value(2.0).run())
     ref = at.session_state["ref_image"]
@@ -156,14 +161,14 @@ def test_distortion_lab_successors(app, metric_model, monkeypatch):
         assert _row(csv, "metric", LABELS[sid])["value"] == pytest.approx(want[sid], rel=1e-5)
 
     # ST-LPIPS joins the per-layer bars with its five layer terms
-    st_alex = metric_model("stlpips-alex").compare(metric_registry.prepare_input("stlpips", ref),
+    st_alex = metric_model(ST_ALEX).compare(metric_registry.prepare_input("stlpips", ref),
                                                    metric_registry.prepare_input("stlpips", dist))
     bars = _chart(at, "lab_layers_fig")["data"]
     for k, trace in enumerate(bars):
         y = dict(zip(trace["x"], trace["y"]))
         assert y["ST-LPIPS · AlexNet"] == pytest.approx(float(st_alex.per_layer[0, k]), rel=1e-5)
     # DISTS: texture and structure per stage
-    dists = metric_model("dists-vgg").compare(metric_registry.prepare_input("dists", ref),
+    dists = metric_model(DISTS).compare(metric_registry.prepare_input("dists", ref),
                                               metric_registry.prepare_input("dists", dist))
     stages = _chart(at, "lab_dists_vgg_fig")["data"]
     assert [t["name"] for t in stages] == ["texture", "structure"]
@@ -171,8 +176,9 @@ def test_distortion_lab_successors(app, metric_model, monkeypatch):
     np.testing.assert_allclose(stages[1]["y"], dists.components["structure"][0].numpy(), rtol=1e-5, atol=1e-8)
 
     # ST-LPIPS's spatial map (summed over layers): the library's, its mean close to the ST-LPIPS value
-    assert at.selectbox(key="lab_map_net").options == ["AlexNet", "VGG16", "ST-LPIPS · AlexNet", "ST-LPIPS · VGG16"]
-    _ok(at.selectbox(key="lab_map_net").set_value("stlpips-alex").run())
+    assert at.selectbox(key="lab_map_net").options == ["LPIPS · AlexNet", "LPIPS · VGG16", "ST-LPIPS · AlexNet",
+                                                       "ST-LPIPS · VGG16"]
+    _ok(at.selectbox(key="lab_map_net").set_value(ST_ALEX).run())
     title = _chart(at, "lab_map_fig")["layout"]["title"]["text"]
     assert title.startswith("ST-LPIPS · AlexNet, summed: mean ") and "= ST-LPIPS" in title
     assert title.split("mean ")[1].split()[0] == f"{float(st_alex.spatial_map[0].mean()):.4f}"
@@ -188,18 +194,18 @@ def test_distortion_lab_successors(app, metric_model, monkeypatch):
 
 # --------------------------------------------------------------------------- conventions
 def test_conventions_successors(app, metric_model):
-    at = _start(app, ["dists-vgg"])
+    at = _start(app, [DISTS])
     _ok(at.switch_page("app_pages/conventions.py").run())
     expect = _frame(at, "expects")
     assert _row(expect, "metric", "ST-LPIPS · AlexNet")["expects"] == "[-1,1]"
     assert _row(expect, "metric", "DISTS · VGG16")["expects"] == "[0,1]"
-    _ok(at.multiselect(key="conv_successors").set_value(["stlpips-alex", "dists-vgg"]).run())
+    _ok(at.multiselect(key="conv_successors").set_value([ST_ALEX, DISTS]).run())
     ref = at.session_state["ref_image"]
     dist = gaussian_blur(ref, 1.5, boundary="reflect")  # the default pair (the lab not opened)
     table = _frame(at, "ratio_to_correct")
     assert set(table["metric"]) == {"ST-LPIPS · AlexNet", "DISTS · VGG16"}
     assert len(table) == 2 * 3 * 3  # metrics × conventions × sizes (native, 64, 256)
-    for sid in ("stlpips-alex", "dists-vgg"):
+    for sid in (ST_ALEX, DISTS):
         metric = SPLIT[sid][0]
         correct = metric_registry.correct_convention(metric)
         for size, label in ((None, f"native ({ref.shape[1]}×{ref.shape[0]} px)"), (64, "64×64 px"), (256, "256×256 px")):
@@ -224,15 +230,15 @@ def no_stlpips_checkpoint(monkeypatch):
     from lpips_core import stlpips
 
     monkeypatch.setattr(stlpips, "checkpoint_path", lambda net: None)
-    ui.metric_status.clear()
-    ui.models._load_metric_model.clear()
+    ui.models._availability.clear()
+    ui.models._load.clear()
     yield
-    ui.metric_status.clear()  # the next test sees the real weights again
-    ui.models._load_metric_model.clear()
+    ui.models._availability.clear()  # the next test sees the real weights again
+    ui.models._load.clear()
 
 
 def test_a_missing_checkpoint_is_a_message_not_a_traceback(app, no_stlpips_checkpoint):
-    at = _start(app, ["stlpips-alex"])
+    at = _start(app, [ST_ALEX])
     warning = next(w.value for w in at.warning if "ST-LPIPS · AlexNet is unavailable" in w.value)
     assert "pip install \\-\\-no\\-deps stlpips\\-pytorch==0\\.0\\.2" in warning  # the fix, Markdown-escaped
     assert "ST-LPIPS · AlexNet" not in set(_frame(at, "metric")["metric"])

@@ -151,3 +151,86 @@ def test_tier_markers_are_registered():
 def test_nothing_heavy_is_tracked():
     files = subprocess.run(["git", "ls-files"], capture_output=True, text=True, cwd=REPO).stdout.split()
     assert not [f for f in files if f.endswith((".pth", ".pt", ".ckpt")) or f.startswith(".venv/")]
+
+
+# --------------------------------------------------------------------------- globs that match nothing
+def _static_path(node, names: dict, here):
+    """The path an expression of a test module stands for, where it can be known without running
+    the test: ``Path(__file__)``, ``.resolve()``, ``.parent``, ``.parents[n]``, ``/ "literal"``
+    and module-level names built from those; ``None`` for anything else (``tmp_path``, a loop
+    variable, a call)."""
+    import ast
+    from pathlib import Path
+
+    if isinstance(node, ast.Name):
+        return names.get(node.id)
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.Call):
+        if isinstance(node.func, ast.Name) and node.func.id == "Path" and len(node.args) == 1 \
+                and isinstance(node.args[0], ast.Name) and node.args[0].id == "__file__":
+            return Path(here)
+        if isinstance(node.func, ast.Attribute) and node.func.attr == "resolve" and not node.args:
+            base = _static_path(node.func.value, names, here)
+            return base.resolve() if isinstance(base, Path) else None
+        return None
+    if isinstance(node, ast.Attribute) and node.attr == "parent":
+        base = _static_path(node.value, names, here)
+        return base.parent if isinstance(base, Path) else None
+    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and node.value.attr == "parents" \
+            and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, int):
+        base = _static_path(node.value.value, names, here)
+        return base.parents[node.slice.value] if isinstance(base, Path) else None
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
+        left, right = _static_path(node.left, names, here), _static_path(node.right, names, here)
+        return left / right if isinstance(left, Path) and isinstance(right, (str, Path)) else None
+    return None
+
+
+def _test_globs() -> list[tuple[str, str, "object"]]:
+    """Every ``X.glob("…")`` / ``X.rglob("…")`` in the test files whose ``X`` is known statically
+    (see :func:`_static_path`): ``(where, pattern, path)``."""
+    import ast
+
+    out = []
+    for f in sorted([*(REPO / "tests").glob("*.py"), *(REPO / "tests" / "e2e").glob("*.py")]):
+        tree = ast.parse(f.read_text())
+        names: dict = {"REPO": REPO}
+        for stmt in tree.body:  # module-level names, in order (REPO = Path(__file__)..., FOLDER = REPO / "x")
+            if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+                value = _static_path(stmt.value, names, f)
+                if value is not None:
+                    names[stmt.targets[0].id] = value
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                    and node.func.attr in ("glob", "rglob") and len(node.args) == 1 \
+                    and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+                base = _static_path(node.func.value, names, f)
+                if base is not None and not isinstance(base, str):
+                    pattern = node.args[0].value if node.func.attr == "glob" else "**/" + node.args[0].value
+                    out.append((f"{f.relative_to(REPO)}:{node.lineno}", pattern, base))
+    return out
+
+
+def test_every_glob_in_the_tests_matches_a_file():
+    """A glob over the repository that matches nothing makes a test check nothing (a folder renamed,
+    a file moved): every glob a test file makes over a path known without running it matches at
+    least one file."""
+    globs = _test_globs()
+    assert len(globs) >= 6, f"the scan found too few globs to be checking anything: {globs}"
+    empty = [f"{where}: {base}/{pattern}" for where, pattern, base in globs if not any(base.glob(pattern))]
+    assert empty == []
+
+
+def test_the_glob_scan_sees_a_glob_that_matches_nothing(tmp_path, monkeypatch):
+    """The scan itself: a test file globbing a folder that does not exist is found, and reported."""
+    fake = tmp_path / "repo"
+    (fake / "tests" / "e2e").mkdir(parents=True)
+    (fake / "tests" / "test_x.py").write_text(
+        'from pathlib import Path\nREPO = Path(__file__).resolve().parents[1]\nFOLDER = REPO / "gone"\n'
+        'FILES = sorted(FOLDER.glob("*.png"))\nOTHER = list((REPO / "tests").rglob("test_*.py"))\n')
+    monkeypatch.setattr(sys.modules[__name__], "REPO", fake)
+    found = {(where, pattern, str(base)) for where, pattern, base in _test_globs()}
+    assert found == {("tests/test_x.py:4", "*.png", str(fake / "gone")),
+                     ("tests/test_x.py:5", "**/test_*.py", str(fake / "tests"))}
+    assert [w for w, p, b in _test_globs() if not any(b.glob(p))] == ["tests/test_x.py:4"]

@@ -18,7 +18,7 @@ from PIL import Image
 
 from datasets_shared import distort, image, save
 from lpips_core import LPIPS, space
-from lpips_core.datasets.specs import parse_spec
+from lpips_core.spec import parse_spec
 
 TOL = 1e-5
 

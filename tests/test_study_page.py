@@ -18,6 +18,7 @@ import sqlalchemy as sa
 import torch
 
 from lpips_core import metrics
+from lpips_core.spec import standard_specs
 from lpips_core.testing import reference_lpips
 from lpips_explorer.study import access, scoring
 from lpips_explorer.study import prepare as P
@@ -30,7 +31,7 @@ pytestmark = pytest.mark.apptest  # full tier (tests/conftest.py): each test run
 
 APP = Path(__file__).resolve().parents[1] / "app.py"
 FAMILIES = ["shift-vs-blur", "noise-vs-blur"]
-CLASSIC = [v for v in scoring.metric_variants() if not v.learned]
+CLASSIC = [s for s in standard_specs() if not s.learned]
 
 
 def _app():
@@ -229,8 +230,9 @@ def test_a_lecturer_creates_a_study_with_every_value_precomputed(app, tmp_path, 
         y = torch.from_numpy(np.stack([p0, p1])).permute(0, 3, 1, 2)
         with torch.no_grad():
             d = oracle(x, y, normalize=True).flatten().tolist()
-        assert row.distances["lpips-alex"] == pytest.approx(tuple(d), rel=1e-5, abs=1e-6)
-        assert {"lpips-vgg", "lpips-alex-baseline", "stlpips-alex", "dists-vgg", "psnr", "ssim"} <= set(row.distances)
+        assert row.distances["lpips-alex-0.1-lin-[-1,1]"] == pytest.approx(tuple(d), rel=1e-5, abs=1e-6)
+        assert {"lpips-vgg-0.1-lin-[-1,1]", "lpips-alex-0.1-baseline-[-1,1]", "stlpips-alex-[-1,1]", "dists-vgg-[0,1]",
+                "psnr", "ssim"} <= set(row.distances)
     # a student answers with no metric computed (the reveal is at the end: no table while answering)
     s = _open({"study": code})
     _answer(s, 1)

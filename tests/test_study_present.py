@@ -14,6 +14,7 @@ import pytest
 from PIL import Image
 
 from lpips_core import metrics
+from lpips_core.spec import MetricSpec, standard_specs
 from lpips_explorer.figures.study import agreement_chart
 from lpips_explorer.study import access, present, scoring
 from lpips_explorer.study import prepare as P
@@ -104,8 +105,8 @@ def test_judges_text_and_bad_votes():
 
 
 def test_reveal_rows_say_each_metrics_verdict_without_empty_cells():
-    variants = [v for v in scoring.metric_variants() if v.key in ("mse", "psnr", "lpips-alex")]
-    d = {"mse": (0.01, 0.02), "psnr": (20.0, 17.0), "lpips-alex": (0.3, 0.3)}
+    variants = [MetricSpec("mse"), MetricSpec("psnr"), MetricSpec("lpips", net="alex")]
+    d = {"mse": (0.01, 0.02), "psnr": (20.0, 17.0), "lpips-alex-0.1-lin-[-1,1]": (0.3, 0.3)}
     rows = present.reveal_rows(d, variants, choice=1)  # the participant chose copy 2
     assert rows == [
         {"metric": "MSE", "copy 1": "0.01", "copy 2": "0.02", "closer": "1", "agrees": "no"},
@@ -158,11 +159,10 @@ def test_tokens_and_the_admin_key():
 # --------------------------------------------------------------------------- precomputing
 def test_prepare_stores_the_shown_pixels_and_metrics_on_them():
     recipes = T.make_recipes(3, families=["noise-vs-blur"], seed=2)
-    variants = [v for v in scoring.metric_variants() if not v.learned]
+    variants = [s for s in standard_specs() if not s.learned]
     seen = []
-    done = P.prepare(recipes, variants, {}, progress=lambda k, n, what: seen.append((k, n, what)))
-    assert [k for k, _, _ in seen] == [1, 2, 3, 4, 5, 6] and {n for _, n, _ in seen} == {6}
-    assert seen[0][2] == "triplet 1 of 3" and seen[-1][2] == "SSIM"
+    done = P.prepare(recipes, variants, {}, progress=lambda k, n: seen.append((k, n)))
+    assert seen == [(k, 6) for k in range(1, 7)]  # progress(done, total): three triplets, then three metrics
     for r, d in zip(recipes, done):
         t = T.render(r)
         assert d.recipe == r and d.digest == t.digest()
@@ -176,15 +176,15 @@ def test_prepare_stores_the_shown_pixels_and_metrics_on_them():
 
 def test_a_learned_metric_without_a_model_is_left_out():
     recipes = T.make_recipes(1, families=["blur"], seed=0)
-    done = P.prepare(recipes, [v for v in scoring.metric_variants() if v.key in ("mse", "lpips-alex")], {})
+    done = P.prepare(recipes, [MetricSpec("mse"), MetricSpec("lpips", net="alex")], {})
     assert set(done[0].distances) == {"mse"}
 
 
 # --------------------------------------------------------------------------- scoring additions
 def test_votes_per_triplet_and_stored_distances():
-    variants = [scoring.MetricVariant("x", "X")]
+    variants = [MetricSpec("mse")]
     judged = [("a", 0, 1), ("b", 0, 1), ("c", 0, 0), ("a", 1, 2)]
-    res = scoring.summarise({"x": ([0.1, 0.2], [0.2, 0.1])}, ["f", "f"], judged, variants, n_boot=10)
+    res = scoring.summarize({"mse": ([0.1, 0.2], [0.2, 0.1])}, ["f", "f"], judged, variants, n_boot=10)
     assert [(p["index"], p["votes"], p["n"]) for p in res["per_triplet"]] == [(0, [1, 2, 0], 3), (1, [0, 0, 1], 1)]
     d = scoring.stored_distances([{"x": (1.0, 2.0), "y": (0.0, 1.0)}, {"x": (3.0, 4.0)}])
     assert list(d) == ["x"] and d["x"][0].tolist() == [1.0, 3.0] and d["x"][1].tolist() == [2.0, 4.0]

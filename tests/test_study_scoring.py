@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from lpips_core import metric_registry
+from lpips_core.spec import MetricSpec, standard_specs
 from lpips_explorer.study import scoring as S
 
 # Three triplets, five judges A–E. Choices: 0 = first copy closer, 1 = second, 2 = can't tell.
@@ -62,46 +63,64 @@ def test_bootstrap_is_seeded_and_reproducible():
     assert all(np.isnan(S.bootstrap_ci([])))
 
 
-def test_summarise_pools_the_class_and_scores_one_judge():
-    variants = [S.MetricVariant("x", "X"), S.MetricVariant("y", "Y", higher_is_closer=True)]
-    res = S.summarise({"x": X, "y": Y}, ["a", "a", "b"], JUDGEMENTS, variants, session="A", n_boot=200, seed=0)
+def test_summarize_pools_the_class_and_scores_one_judge():
+    """A distance (MSE) and a similarity (SSIM) scored from their values: the spec says which."""
+    specs = [MetricSpec("mse"), MetricSpec("ssim")]
+    res = S.summarize({"mse": X, "ssim": Y}, ["a", "a", "b"], JUDGEMENTS, specs, session="A", n_boot=200, seed=0)
     assert res["n_judges"] == 5 and res["n_judgements"] == 15 and res["unavailable"] == []
     cls = {m["key"]: m for m in res["class"]["metrics"]}
-    assert cls["x"]["score"] == 2 / 3 and cls["x"]["n"] == 3
-    assert cls["y"]["score"] == pytest.approx(1 / 3, abs=1e-15)
+    assert [m["label"] for m in res["class"]["metrics"]] == ["MSE", "SSIM"]
+    assert cls["mse"]["score"] == 2 / 3 and cls["mse"]["n"] == 3
+    assert cls["ssim"]["score"] == pytest.approx(1 / 3, abs=1e-15)
     assert res["class"]["ceiling"]["score"] == pytest.approx(1.78 / 3, abs=1e-15)
-    assert res["class"]["by_family"]["a"]["x"] == pytest.approx(0.75) and res["class"]["by_family"]["b"]["x"] == 0.5
-    # judge A alone: h = 1, 0, ½ → X scores 1, 1, ½; Y scores 0, 0, ½
+    assert res["class"]["by_family"]["a"]["mse"] == pytest.approx(0.75) and res["class"]["by_family"]["b"]["mse"] == 0.5
+    # judge A alone: h = 1, 0, ½ → MSE scores 1, 1, ½; SSIM 0, 0, ½
     you = {m["key"]: m["score"] for m in res["you"]["metrics"]}
-    assert you == {"x": pytest.approx(2.5 / 3), "y": pytest.approx(0.5 / 3)}
-    assert [p["scores"]["x"] for p in res["per_triplet"]] == [0.7, 0.8, 0.5]
+    assert you == {"mse": pytest.approx(2.5 / 3), "ssim": pytest.approx(0.5 / 3)}
+    assert [p["scores"]["mse"] for p in res["per_triplet"]] == [0.7, 0.8, 0.5]
     # a metric with no values is reported, not scored
-    res2 = S.summarise({"x": X}, ["a", "a", "b"], JUDGEMENTS, variants, n_boot=10)
-    assert res2["unavailable"] == ["y"] and res2["you"] is None
+    res2 = S.summarize({"mse": X}, ["a", "a", "b"], JUDGEMENTS, specs, n_boot=10)
+    assert res2["unavailable"] == ["ssim"] and res2["you"] is None
 
 
-def test_metric_variants_follow_the_registry():
-    keys = [v.key for v in S.metric_variants()]
+def test_a_study_scores_the_standard_specs_which_follow_the_registry():
+    keys = [s.name for s in standard_specs()]
     assert keys[:3] == ["mse", "psnr", "ssim"]
     for name, info in metric_registry.METRICS.items():
         for net in info.nets:
-            assert f"{name}-{net}" in keys
-            assert (f"{name}-{net}-baseline" in keys) == info.has_baseline
-    assert {"lpips-alex", "lpips-vgg", "lpips-alex-baseline", "lpips-vgg-baseline", "stlpips-alex",
-            "dists-vgg"} <= set(keys)
+            assert MetricSpec(name, net=net).name in keys
+            assert (info.has_baseline and MetricSpec(name, net=net, lin=False).name in keys) == info.has_baseline
+    assert {"lpips-alex-0.1-lin-[-1,1]", "lpips-vgg-0.1-lin-[-1,1]", "lpips-alex-0.1-baseline-[-1,1]",
+            "lpips-vgg-0.1-baseline-[-1,1]", "stlpips-alex-[-1,1]", "dists-vgg-[0,1]"} <= set(keys)
+
+
+@pytest.mark.parametrize("stored, name", [
+    ("mse", "mse"), ("psnr", "psnr"), ("lpips-alex", "lpips-alex-0.1-lin-[-1,1]"),
+    ("lpips-vgg-baseline", "lpips-vgg-0.1-baseline-[-1,1]"), ("stlpips-alex", "stlpips-alex-[-1,1]"),
+    ("dists-vgg", "dists-vgg-[0,1]"), ("lpips-squeeze-0.1-lin-[-1,1]", "lpips-squeeze-0.1-lin-[-1,1]"),
+    ("not a metric", "not a metric"),
+])
+def test_stored_keys_of_earlier_studies_read_as_spec_names(stored, name):
+    """Studies stored before the keys were spec names used short keys; they read back as the names."""
+    assert S.stored_key(stored) == name
 
 
 def test_study_distances_equal_one_at_a_time():
     from lpips_explorer.study import triplets as T
 
     trip = [T.render(r) for r in T.make_recipes(3, families=["shift-vs-blur"], seed=4)]
-    vs = [v for v in S.metric_variants() if v.key in ("mse", "ssim", "lpips-alex")]
-    models = {"lpips-alex": metric_registry.build("lpips", "alex")}
+    alex = MetricSpec("lpips", net="alex")
+    vs = [MetricSpec("mse"), MetricSpec("ssim"), alex]
+    models = {alex: alex.build()}
     batch = S.study_distances(trip, vs, models)
     for i, t in enumerate(trip):
         one = S.triplet_distances(t.ref, t.p0, t.p1, vs, models)
         assert one["mse"] == (batch["mse"][0][i], batch["mse"][1][i])
-        assert one["lpips-alex"] == pytest.approx((batch["lpips-alex"][0][i], batch["lpips-alex"][1][i]), rel=1e-5)
+        assert one[alex.name] == pytest.approx((batch[alex.name][0][i], batch[alex.name][1][i]), rel=1e-5)
+        d = models[alex](alex.prepare(t.ref), alex.prepare(t.p0)).item()
+        assert one[alex.name][0] == pytest.approx(d, rel=1e-5)  # the model on the pair, directly
+    with pytest.raises(TypeError, match="LPIPS · AlexNet \\(baseline\\) needs its own model"):
+        S.study_distances(trip, [alex.replace(lin=False)], {alex.replace(lin=False): models[alex]})
 
 
 @pytest.mark.parametrize("call, match", [

@@ -123,10 +123,13 @@ def test_study_round_trip_with_images_distances_and_a_hashed_key(db, engines):
     rows = other.triplets(again)
     assert [r.index for r in rows] == [0, 1, 2] and all(r.ready for r in rows)
     assert [(r.ref_png, r.p0_png, r.p1_png) for r in rows] == pngs
-    assert [r.distances for r in rows] == dist  # floats round-trip exactly through the JSON
+    # floats round-trip exactly through the JSON; a key stored in the short form of earlier
+    # versions ("lpips-alex") reads back as its spec name
+    read = [{"mse": d["mse"], "lpips-alex-0.1-lin-[-1,1]": d["lpips-alex"]} for d in dist]
+    assert [r.distances for r in rows] == read
     assert [r.recipe for r in rows] == [r.to_json() for r in recipes]
     light = other.triplets(again, images=False)
-    assert light[0].ref_png is None and light[0].distances == dist[0]
+    assert light[0].ref_png is None and light[0].distances == read[0]
     # only the hash is stored, never the key
     with other.engine.connect() as c:
         stored = c.execute(sa.select(S.studies)).one()._asdict()
@@ -276,6 +279,35 @@ def test_fill_triplets_completes_an_old_study_once(db):
 
 
 # --------------------------------------------------------------------------- upgrades
+def test_a_study_stored_under_short_keys_is_scored_under_spec_names(tmp_path):
+    """A study database written before metric keys were spec names (``{"lpips-alex": …}`` in the
+    triplets' JSON, written here with SQL exactly as it was stored) opens, and its class result
+    scores every stored metric under its spec and label; nothing is rewritten."""
+    from lpips_core.spec import standard_specs
+    from lpips_explorer.study import scoring
+
+    engine = sa.create_engine(S.sqlite_url(tmp_path))
+    st = S.StudyStore(engine)
+    recipes = T.make_recipes(2, families=["blur"], seed=5)
+    png = b"\x89PNG\r\n\x1a\nx"
+    study = st.create_study(recipes, families=["blur"], seed=5, reveal="end", pngs=[(png, png, png)] * 2,
+                            distances=[{"mse": (0.1, 0.2)}] * 2)
+    old = [{"mse": [0.1, 0.2], "lpips-alex": [0.3, 0.1], "lpips-alex-baseline": [0.2, 0.4], "dists-vgg": [0.5, 0.6]},
+           {"mse": [0.4, 0.3], "lpips-alex": [0.1, 0.2], "lpips-alex-baseline": [0.1, 0.3], "dists-vgg": [0.6, 0.5]}]
+    with engine.begin() as c:
+        for i, d in enumerate(old):
+            c.execute(sa.text("UPDATE triplets SET distances = :d WHERE idx = :i"), {"d": json.dumps(d), "i": i})
+    rows = S.StudyStore(sa.create_engine(S.sqlite_url(tmp_path))).triplets(study)
+    dist = scoring.stored_distances([r.distances for r in rows])
+    assert sorted(dist) == ["dists-vgg-[0,1]", "lpips-alex-0.1-baseline-[-1,1]", "lpips-alex-0.1-lin-[-1,1]", "mse"]
+    res = scoring.summarize(dist, ["blur", "blur"], [("p1", 0, 1), ("p1", 1, 0)], standard_specs(), n_boot=10)
+    scored = {m["label"]: m["score"] for m in res["class"]["metrics"]}
+    # the judge: copy 2 closer on triplet 0, copy 1 on triplet 1 (h = 1, 0); a metric scores 1 where it agrees
+    assert scored == {"MSE": 0.0, "LPIPS · AlexNet": 1.0, "LPIPS · AlexNet (baseline)": 0.5, "DISTS · VGG16": 0.0}
+    with engine.connect() as c:  # the stored JSON is as it was
+        assert json.loads(c.execute(sa.text("SELECT distances FROM triplets WHERE idx = 0")).scalar()) == old[0]
+
+
 def _old_schema(version: int) -> tuple[sa.MetaData, dict[str, sa.Table]]:
     """The tables exactly as schema version 1 or 2 declared them (for building old databases)."""
     md = sa.MetaData()

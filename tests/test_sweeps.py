@@ -14,6 +14,7 @@ import torch
 from lpips_core import LPIPS
 from lpips_core.conventions import to_input
 from lpips_explorer.distortions import gaussian_blur, shift
+from lpips_core.spec import MetricSpec
 from lpips_core.sweeps import VARIANTS, conventions_grid, grid_rows, lpips_many, metric_many
 from lpips_explorer.synth import texture_patch
 
@@ -53,10 +54,10 @@ def test_grid_equals_separate_models(models, pair):
     ref, dist = pair
     seen = []
     cells = conventions_grid(
-        ref, dist, get_model=lambda net, v: models[(v, True)] if net == "alex" else None,
-        nets=("alex", "squeeze"), sizes=(None, 64), progress=lambda f, m: seen.append((f, m)),
+        ref, dist, get_model=lambda s: models[(s.version, s.lin)] if s.net == "alex" else None,
+        nets=("alex", "squeeze"), sizes=(None, 64), progress=lambda done, total: seen.append((done, total)),
     )
-    assert [round(f, 2) for f, _ in seen] == [0.25, 0.5, 0.75, 1.0] and "unavailable" in seen[-1][1]
+    assert seen == [(1, 4), (2, 4), (3, 4), (4, 4)]  # progress(done, total), the unavailable net too
     assert len(cells) == 2 * len(VARIANTS)
     expected_cfg = {
         "[-1,1]": ("0.1", True, "[-1,1]", False), "[0,1]": ("0.1", True, "[0,1]", False),
@@ -73,6 +74,10 @@ def test_grid_equals_separate_models(models, pair):
         ref_value = [d.value for d in cells if d.size_label == c.size_label and d.variant == "[-1,1]"][0]
         assert c.ratio == pytest.approx(c.value / ref_value)
         assert c.is_reference == (c.variant == "[-1,1]")
+        # the cell's spec is the configuration it computed
+        assert (c.spec.net, c.spec.version, c.spec.lin, c.spec.convention, c.spec.grayscale, c.spec.size) == (
+            "alex", v, lin, conv, gray, size)
+        assert c.row_spec == MetricSpec("lpips", net="alex")
     rows = grid_rows(cells)
     assert rows[0]["backbone"] == "alex" and rows[0]["size"] == "native" and rows[0]["ratio_to_reference"] == 1.0
 
@@ -99,7 +104,7 @@ def test_grid_inputs_and_scaling_in_numpy_give_the_bits_of_pytorch(models, pair,
     for numpy in (True, False):
         monkeypatch.setattr(model_module, "_numpy_head", lambda device, on=numpy: on)
         monkeypatch.setattr(sweeps_module, "_numpy_head", lambda device, on=numpy: on)
-        cells = conventions_grid(ref, dist, get_model=lambda net, v: models[(v, True)], nets=("alex",),
+        cells = conventions_grid(ref, dist, get_model=lambda s: models[(s.version, True)], nets=("alex",),
                                  sizes=(None, 64))
         grid[numpy] = [c.value for c in cells]
     np.testing.assert_allclose(grid[True], grid[False], rtol=1e-6, atol=0)  # NumPy vs PyTorch head
@@ -111,7 +116,7 @@ def test_grid_computes_a_size_equal_to_the_native_one_once(models, pair, monkeyp
     import lpips_core.sweeps as sweeps_module
 
     ref, dist = pair
-    get = lambda net, v: models[(v, True)]  # noqa: E731
+    get = lambda s: models[(s.version, True)]  # noqa: E731
     calls = []
     real = sweeps_module._grid_values
     monkeypatch.setattr(sweeps_module, "_grid_values", lambda *a: calls.append(a[3]) or real(*a))
@@ -126,7 +131,7 @@ def test_grid_computes_a_size_equal_to_the_native_one_once(models, pair, monkeyp
 
 def test_grid_rejects_unknown_variant(pair):
     with pytest.raises(ValueError, match="unknown variants"):
-        conventions_grid(*pair, get_model=lambda n, v: None, variants=("[-1,1]", "sRGB"))
+        conventions_grid(*pair, get_model=lambda s: None, variants=("[-1,1]", "sRGB"))
 
 
 # --------------------------------------------------------------------------- successor metrics (issue 8)
@@ -151,13 +156,14 @@ def test_metric_many_equals_direct_model_calls(successors, pair, metric):
     ref, _ = pair
     model = successors[metric]
     images = [shift(ref, 2), gaussian_blur(ref, 1.0), gaussian_blur(ref, 2.0)]
-    got = metric_many(model, ref, images, metric=metric)
+    got = metric_many(model, ref, images)  # the model's own spec
     want = [float(model(prepare_input(metric, ref), prepare_input(metric, img))) for img in images]
     np.testing.assert_allclose(got.total, want, rtol=1e-5, atol=1e-7)
-    # a second call (the reference's features now cached) gives the same numbers
-    np.testing.assert_allclose(metric_many(model, ref, images, metric=metric).total, got.total, rtol=0, atol=1e-7)
+    # a second call (the reference's features now cached) gives the same numbers, by spec name too
+    name = MetricSpec.of_model(model).name
+    np.testing.assert_allclose(metric_many(model, ref, images, spec=name).total, got.total, rtol=0, atol=1e-7)
     # a wrong convention and a size reach the inputs
-    got = metric_many(model, ref, images[:1], metric=metric, convention="[0,255]", size=64)
+    got = metric_many(model, ref, images[:1], spec=MetricSpec(metric, convention="[0,255]", size=64))
     x = prepare_input(metric, ref, convention="[0,255]", size=64)
     y = prepare_input(metric, images[0], convention="[0,255]", size=64)
     assert float(got.total[0]) == pytest.approx(float(model.compare(x, y)), rel=1e-5)
@@ -168,7 +174,7 @@ def test_metric_many_stlpips_per_layer_and_maps(successors, pair):
 
     ref, dist = pair
     model = successors["stlpips"]
-    got = metric_many(model, ref, [dist], metric="stlpips", spatial=True)
+    got = metric_many(model, ref, [dist], spatial=True)
     want = model.compare(prepare_input("stlpips", ref), prepare_input("stlpips", dist))
     np.testing.assert_allclose(got.per_layer, want.per_layer, rtol=1e-5, atol=1e-8)
     assert got.layer_maps.shape[-2:] == ref.shape[:2]
@@ -180,7 +186,7 @@ def test_metric_many_dists_stage_terms(successors, pair):
 
     ref, dist = pair
     model = successors["dists"]
-    got = metric_many(model, ref, [dist], metric="dists")
+    got = metric_many(model, ref, [dist])
     want = model.compare(prepare_input("dists", ref), prepare_input("dists", dist))
     for part in ("texture", "structure"):
         np.testing.assert_allclose(got.components[part], want.components[part], rtol=1e-5, atol=1e-8)
@@ -190,19 +196,21 @@ def test_metric_many_dists_stage_terms(successors, pair):
 def test_metric_many_errors(successors, models, pair):
     ref, _ = pair
     with pytest.raises(ValueError, match="at least one image"):
-        metric_many(successors["dists"], ref, [], metric="dists")
+        metric_many(successors["dists"], ref, [])
     with pytest.raises(ValueError, match="no spatial map"):
-        metric_many(successors["dists"], ref, [ref], metric="dists", spatial=True)
+        metric_many(successors["dists"], ref, [ref], spatial=True)
     with pytest.raises(ValueError, match=r"image 0 has shape \(64, 64, 3\)"):
-        metric_many(successors["stlpips"], ref, [np.zeros((64, 64, 3), np.float32)], metric="stlpips")
-    with pytest.raises(TypeError, match="needs a DISTS model, got STLPIPS"):
-        metric_many(successors["stlpips"], ref, [ref], metric="dists")
-    with pytest.raises(TypeError, match="needs a LPIPS model, got STLPIPS"):
-        metric_many(successors["stlpips"], ref, [ref], metric="lpips")
-    with pytest.raises(TypeError, match="needs a STLPIPS model, got LPIPS"):
-        metric_many(models[("0.1", True)], ref, [ref], metric="stlpips")
-    with pytest.raises(ValueError, match="metric must be one of"):
-        metric_many(successors["dists"], ref, [ref], metric="ssim")
+        metric_many(successors["stlpips"], ref, [np.zeros((64, 64, 3), np.float32)])
+    with pytest.raises(TypeError, match=r"DISTS · VGG16 needs its own model \(dists-vgg-\[0,1\]\), got stlpips-alex"):
+        metric_many(successors["stlpips"], ref, [ref], spec="dists")
+    with pytest.raises(TypeError, match=r"LPIPS · AlexNet needs its own model .*, got stlpips-alex"):
+        metric_many(successors["stlpips"], ref, [ref], spec="lpips")
+    with pytest.raises(TypeError, match=r"ST-LPIPS · AlexNet needs its own model .*, got lpips-alex-0.1-lin"):
+        metric_many(models[("0.1", True)], ref, [ref], spec="stlpips")
+    with pytest.raises(TypeError, match=r"AlexNet \(baseline\) needs its own model .*, got lpips-alex-0.1-lin"):
+        metric_many(models[("0.1", True)], ref, [ref], spec="lpips-alex-baseline")
+    with pytest.raises(ValueError, match="SSIM is computed on the images directly"):
+        metric_many(successors["dists"], ref, [ref], spec="ssim")
 
 
 @pytest.mark.parametrize("metric", ["stlpips", pytest.param("dists", marks=pytest.mark.slow)])
@@ -212,7 +220,7 @@ def test_metric_conventions_grid_equals_direct_calls(successors, pair, metric):
 
     ref, dist = pair
     model = successors[metric]
-    cells = metric_conventions_grid(ref, dist, metric=metric, model=model, sizes=(None, 64))
+    cells = metric_conventions_grid(model, ref, dist, sizes=(None, 64))
     correct = correct_convention(metric)
     assert len(cells) == 2 * 3
     assert cells[0].variant == cells[3].variant == correct  # the correct convention first at each size
@@ -225,8 +233,10 @@ def test_metric_conventions_grid_equals_direct_calls(successors, pair, metric):
         assert c.ratio == pytest.approx(c.value / base)
         assert c.is_reference == (c.variant == correct)
         assert c.note == convention_note(metric, c.variant)
-        assert c.net == f"{metric}-{'alex' if metric == 'stlpips' else 'vgg'}"
+        assert c.spec == MetricSpec(metric, convention=c.variant, size=size)  # what the cell computed
+        assert c.row_spec == MetricSpec(metric)
     rows = metric_grid_rows(cells)
+    assert {r["metric"] for r in rows} == {MetricSpec(metric).name}  # "stlpips-alex-[-1,1]", "dists-vgg-[0,1]"
     assert rows[0]["convention"] == correct and rows[0]["ratio_to_correct"] == 1.0 and rows[0]["is_correct"]
     assert set(rows[0]) == {"metric", "convention", "size", "value", "correct_value", "ratio_to_correct",
                             "is_correct", "what_it_models"}
@@ -237,6 +247,6 @@ def test_metric_conventions_grid_errors(successors, pair):
 
     ref, dist = pair
     with pytest.raises(ValueError, match="unknown conventions"):
-        metric_conventions_grid(ref, dist, metric="dists", model=successors["dists"], conventions=("sRGB",))
+        metric_conventions_grid(successors["dists"], ref, dist, conventions=("sRGB",))
     with pytest.raises(ValueError, match="differs in shape"):
-        metric_conventions_grid(ref, dist[:64], metric="dists", model=successors["dists"])
+        metric_conventions_grid(successors["dists"], ref, dist[:64])

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from lpips_core.spec import MetricSpec
 from ui import choices, state
 from ui.text import (
     WORD_JOINER,
@@ -32,7 +33,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 def test_pure_modules_do_not_import_streamlit():
     code = ("import sys; import ui.text, ui.state, ui.choices; "
-            "ui.choices.successor_label('dists-vgg'); print('streamlit' in sys.modules)")
+            "ui.choices.default_extras('cpu'); print('streamlit' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"
@@ -95,12 +96,14 @@ def test_verdict():
 
 
 # --------------------------------------------------------------------------- choices
-def test_successors_and_labels():
-    assert choices.default_successors("cpu") == ["stlpips-alex"]
-    assert choices.default_successors("cuda") == ["stlpips-alex", "stlpips-vgg", "dists-vgg"]
-    assert [choices.successor_label(s) for s in choices.SUCCESSORS] == [
-        "ST-LPIPS · AlexNet", "ST-LPIPS · VGG16", "DISTS · VGG16"]
-    assert choices.AppConfig("vgg", "0.0", False, "cpu").label == "VGG16, v0.0, baseline"
+def test_default_configuration_and_extra_metrics():
+    """One default (LPIPS · AlexNet, v0.1, lin); the extra metrics are every other registered metric
+    on each of its networks, ST-LPIPS · AlexNet alone on by default on a CPU."""
+    assert choices.DEFAULT_SPEC.name == "lpips-alex-0.1-lin-[-1,1]"
+    assert [s.name for s in choices.EXTRA_SPECS] == ["stlpips-alex-[-1,1]", "stlpips-vgg-[-1,1]", "dists-vgg-[0,1]"]
+    assert [s.label for s in choices.EXTRA_SPECS] == ["ST-LPIPS · AlexNet", "ST-LPIPS · VGG16", "DISTS · VGG16"]
+    assert choices.default_extras("cpu") == [choices.EXTRA_SPECS[0]]
+    assert choices.default_extras("cuda") == list(choices.EXTRA_SPECS)
 
 
 def test_upload_key_is_the_content():
@@ -109,9 +112,9 @@ def test_upload_key_is_the_content():
     assert choices.upload_key(a, "x.png", 256) == choices.upload_key(bytes(a), "x.png", 256)
     assert choices.upload_key(a, "x.png", 256) != choices.upload_key(a, "x.png", 512)
     assert choices.upload_key(a, "x.png", 256) != choices.upload_key(a, "y.png", 256)
-    import hashlib
+    from lpips_core.caching import content_digest
 
-    assert choices.upload_key(a, "x.png", 256) == f"{hashlib.blake2b(a, digest_size=16).hexdigest()}:256:x.png"
+    assert choices.upload_key(a, "x.png", 256) == f"{content_digest(a)}:256:x.png"
     with pytest.raises(TypeError, match="data must be bytes, got str"):
         choices.upload_key("text", "x.png", 256)
 
@@ -119,15 +122,16 @@ def test_upload_key_is_the_content():
 def test_state_keys_are_distinct_strings():
     keys = {name: value for name, value in vars(state).items() if name.isupper()}
     assert len(set(keys.values())) == len(keys)
-    assert keys["REF_IMAGE"] == "ref_image" and keys["SUCCESSORS"] == "successors"  # what tests and e2e read
+    assert keys["REF_IMAGE"] == "ref_image" and keys["EXTRA_METRICS"] == "extra_metrics"  # what tests and e2e read
 
 
 # --------------------------------------------------------------------------- error messages
 def test_config_summary_and_error_message():
-    raw = config_summary("alex", "0.1", True, "cpu", "upload: [x](y).png", escape=False)
-    assert raw == "backbone AlexNet, v0.1, lin, device cpu, reference upload: [x](y).png"
-    shown = config_summary("vgg", "0.0", False, "cuda", "upload: [x](y).png")
-    assert shown == r"backbone VGG16, v0\.0, baseline, device cuda, reference upload\: \[x\]\(y\)\.png"
+    raw = config_summary(MetricSpec("lpips"), "cpu", "upload: [x](y).png", escape=False)
+    assert raw == "LPIPS · AlexNet (lpips-alex-0.1-lin-[-1,1]), device cpu, reference upload: [x](y).png"
+    shown = config_summary(MetricSpec("lpips", net="vgg", version="0.0", lin=False), "cuda", "upload: [x](y).png")
+    assert shown == (r"LPIPS · VGG16 \(v0\.0, baseline\) \(lpips\-vgg\-0\.0\-baseline\-\[\-1,1\]\), device cuda, "
+                     r"reference upload\: \[x\]\(y\)\.png")
     msg = page_error_message("Distortion lab", RuntimeError("boom /secret/path"), shown)
     assert msg.startswith("**Distortion lab stopped with an unexpected error** (RuntimeError). Configuration: "
                           + shown + ".")

@@ -2,11 +2,11 @@
 
 - :mod:`ui.state`: session-state keys as named constants.
 - :mod:`ui.text`: pure text helpers (escaping, numbers, labels, verdicts); no Streamlit.
-- :mod:`ui.choices`: the app's choices (configuration, reference sources, successor metrics,
-  upload keys); no Streamlit.
-- :mod:`ui.models`: cached models, weights status, the sidebar's configuration.
+- :mod:`ui.choices`: the app's choices (the default configuration, reference sources, the extra
+  metrics, upload keys); no Streamlit.
+- :mod:`ui.models`: the one model getter (keyed by spec), weights status, the sidebar's configuration.
 - :mod:`ui.pair`: the shared reference image and the distorted pair the analysis pages study.
-- :mod:`ui.widgets`: the sidebar, the reference picker, the successor picker.
+- :mod:`ui.widgets`: the sidebar, the reference picker, the extra-metrics picker.
 - :mod:`ui.boundary`: the error boundary each page runs in.
 - :mod:`ui.links`: the view mirrored in the URL's query parameters (links that reproduce it).
 - :mod:`ui.fragments`: a page's interactive part as an ``st.fragment`` (its widgets rerun it alone).
@@ -29,16 +29,15 @@ _EXPORTS: dict[str, str] = {
     **dict.fromkeys(("heavy_job", "scratch_folder", "scratch_release", "scratch_settle"), "sessions"),
     "page_fragment": "fragments",
     "error_boundary": "boundary",
-    **dict.fromkeys(("CPU_SUCCESSORS", "DEFAULT_CHAIN", "DEFAULT_SAMPLE", "SAMPLES_DIR", "SUCCESSORS", "SYNTHETIC",
-                     "UPLOAD_TYPES", "WORKING_SIDES", "AppConfig", "default_successors", "successor_label",
-                     "upload_key"), "choices"),
-    **dict.fromkeys(("app_config", "available_nets", "device_name", "get_metric_model", "get_model",
-                     "metric_status", "start_warm_up", "successor_models", "weights_status"), "models"),
+    **dict.fromkeys(("CPU_EXTRAS", "DEFAULT_CHAIN", "DEFAULT_SAMPLE", "DEFAULT_SPEC", "EXTRA_SPECS", "SAMPLES_DIR",
+                     "SYNTHETIC", "UPLOAD_TYPES", "WORKING_SIDES", "default_extras", "upload_key"), "choices"),
+    **dict.fromkeys(("availability", "available_nets", "device_name", "get_model", "get_models", "sidebar_spec",
+                     "start_warm_up"), "models"),
     **dict.fromkeys(("apply_chain", "current_pair", "init_state", "reference", "sample_names", "set_reference",
                      "working_side"), "pair"),
-    **dict.fromkeys(("NET_LABELS", "chain_key", "chain_label", "fmt", "md_escape", "metric_label", "png_data_url", "significant",
+    **dict.fromkeys(("NET_LABELS", "chain_key", "chain_label", "fmt", "md_escape", "png_data_url", "significant",
                      "signed", "size_hw", "size_text", "verdict"), "text"),
-    **dict.fromkeys(("reference_picker", "sidebar", "successor_picker"), "widgets"),
+    **dict.fromkeys(("extras_picker", "reference_picker", "sidebar"), "widgets"),
 }
 __all__ = sorted(_EXPORTS)
 

@@ -28,11 +28,9 @@ def _config_text(*, escape: bool) -> str:
     """The session's configuration (Markdown-escaped for the page, raw for the log); a fallback if
     even that cannot be read."""
     try:
-        from .models import app_config
+        from .models import device_name, sidebar_spec
 
-        cfg = app_config()
-        return config_summary(cfg.net, cfg.version, cfg.lin, cfg.device, st.session_state.get(state.REF_NAME),
-                              escape=escape)
+        return config_summary(sidebar_spec(), device_name(), st.session_state.get(state.REF_NAME), escape=escape)
     except Exception:  # the message must not fail in turn
         return "unavailable"
 

@@ -59,8 +59,6 @@ PAGE_FIELDS: dict[str, tuple[Field, ...]] = {
 #: Pages whose view depends on the lab's chain (the lab itself and the pages that study its pair).
 CHAIN_PAGES = ("distortion_lab", "conventions", "inside_a_layer")
 
-_NETS = ("alex", "vgg", "squeeze")
-_VERSIONS = ("0.1", "0.0")
 _SYNTH_SIZES = (64, 96, 128, 192, 256)
 
 
@@ -239,7 +237,9 @@ def read(url_path: str) -> list[str]:
     state (before any widget is drawn). Returns the notices for values that were refused."""
     import streamlit as st
 
-    from .choices import WORKING_SIDES
+    from lpips_core import metric_registry
+
+    from .choices import DEFAULT_SPEC, WORKING_SIDES
     from .models import device_name
     from .pair import sample_names
 
@@ -252,7 +252,8 @@ def read(url_path: str) -> list[str]:
     def bad(exc: Exception) -> None:
         notices.append(f"This link's {exc} — the default is used instead.")
 
-    for key, choices, target in (("net", _NETS, state.NET), ("version", _VERSIONS, state.VERSION)):
+    info = metric_registry.METRICS[DEFAULT_SPEC.metric]  # the sidebar's metric: its nets and versions
+    for key, choices, target in (("net", info.nets, state.NET), ("version", info.versions, state.VERSION)):
         if key in fresh:
             try:
                 ss[target] = parse_field(Field(key, "choice", choices=choices), fresh[key])
@@ -309,11 +310,11 @@ def current(url_path: str) -> dict[str, str]:
     """The query parameters that describe this session's view of ``url_path``."""
     import streamlit as st
 
-    from .models import device_name
+    from .models import device_name, sidebar_spec
 
     ss = st.session_state
-    out = {"net": str(ss.get(state.NET, "alex")), "version": str(ss.get(state.VERSION) or "0.1"),
-           "lin": "1" if ss.get(state.LIN, True) else "0", "device": device_name()}
+    spec = sidebar_spec()
+    out = {"net": spec.net, "version": spec.version, "lin": "1" if spec.lin else "0", "device": device_name()}
     synth = None
     if ss.get(state.REF_SOURCE) == "Synthetic":
         synth = (ss.get(state.REF_SYNTH_KIND, "texture patch"), ss.get(state.REF_SYNTH_SIZE, 128),

@@ -16,16 +16,16 @@ import streamlit as st
 from lpips_explorer.distortions import chain
 
 from . import state
-from .choices import DEFAULT_CHAIN, DEFAULT_SAMPLE, DEFAULT_WORKING_SIDE, SAMPLES_DIR
+from .choices import DEFAULT_CHAIN, DEFAULT_SAMPLE, DEFAULT_SPEC, DEFAULT_WORKING_SIDE, SAMPLES_DIR
 from .text import chain_key, chain_label
 
 
 def init_state() -> None:
     """Set the sidebar's defaults and the default reference (the sample photo) on a session's first run."""
     ss = st.session_state
-    ss.setdefault(state.NET, "alex")
-    ss.setdefault(state.VERSION, "0.1")
-    ss.setdefault(state.LIN, True)
+    ss.setdefault(state.NET, DEFAULT_SPEC.net)
+    ss.setdefault(state.VERSION, DEFAULT_SPEC.version)
+    ss.setdefault(state.LIN, DEFAULT_SPEC.lin)
     ss.setdefault(state.WORKING_SIDE, DEFAULT_WORKING_SIDE)
     if state.REF_IMAGE not in ss:
         set_reference(*_sample(DEFAULT_SAMPLE, ss[state.WORKING_SIDE]), notices=())

@@ -3,9 +3,9 @@
 One name per key, so that a key written in one file and read in another cannot drift apart.
 Widget keys that only their own page reads (``svb_shift``, ``lab_opacity``, …) stay in the page.
 
-Sidebar (widget keys, read by every page through :func:`ui.app_config`):
+Sidebar (widget keys, read by every page through :func:`ui.sidebar_spec`):
 
-- :data:`NET`, :data:`VERSION`, :data:`LIN`: the model configuration.
+- :data:`NET`, :data:`VERSION`, :data:`LIN`: the sidebar metric's configuration.
 - :data:`WORKING_SIDE`: the longer side photos and uploads are brought to (px).
 
 The reference image, chosen once and shared by every page:
@@ -19,8 +19,8 @@ Between pages:
 
 - :data:`LAB_CHAIN`: the Distortion lab's chain, a list of ``(name, params)`` steps (JSON-
   serialisable), read by the Conventions and Inside-a-layer pages.
-- :data:`SUCCESSORS`: the successor metrics (ids of :data:`ui.choices.SUCCESSORS`) the pages
-  compute beside LPIPS; each page's own picker reads and writes it.
+- :data:`EXTRA_METRICS`: the metrics the pages compute beside the sidebar's (spec names, of
+  :data:`ui.choices.EXTRA_SPECS`); each page's own picker reads and writes it.
 
 Page-local state: :data:`LAB_STEPS`, :data:`LAB_NEXT_ID` (the lab's editable chain) and
 :data:`CAL_LAST` (the Calibration lab's last submitted settings).
@@ -47,7 +47,7 @@ REF_SYNTH_SEED = "ref_synth_seed"
 REF_SYNTH_PERIOD = "ref_synth_period"
 
 LAB_CHAIN = "lab_chain"
-SUCCESSORS = "successors"
+EXTRA_METRICS = "extra_metrics"
 
 LAB_STEPS = "lab_steps"
 LAB_NEXT_ID = "lab_next_id"

@@ -13,10 +13,8 @@ from typing import Any, Sequence
 
 # The one way the app writes sizes ("256×170 px (width×height)") and signed or small numbers; defined
 # with the lessons, whose diagnostics write them too (they may not import ui).
+from lpips_core.metric_registry import NET_LABELS  # noqa: F401  (the backbones' names, in the sidebar's order)
 from lpips_explorer.text import SIZE_LABEL, significant, signed, size_hw, size_text  # noqa: F401
-
-#: Display names of the backbones, in the sidebar's order.
-NET_LABELS: dict[str, str] = {"alex": "AlexNet", "vgg": "VGG16", "squeeze": "SqueezeNet 1.1"}
 
 # Every ASCII punctuation character may be backslash-escaped in CommonMark, and renders as itself.
 # Streamlit's Markdown also reads `:red[...]` and emoji shortcodes (so `:` is escaped) and turns
@@ -106,26 +104,17 @@ def verdict(metric: str, shifted: float, blurred: float, *, higher_is_better: bo
     return f"{metric} calls the {closer} copy {hi / lo:.1f}× closer"
 
 
-def metric_label(metric: str, net: str | None = None) -> str:
-    """``"ST-LPIPS · AlexNet"``, ``"DISTS · VGG16"``, ``"LPIPS · VGG16"`` (``net`` defaults to the metric's)."""
-    from lpips_core import metric_registry
-
-    info = metric_registry.METRICS[metric]
-    return f"{info.label} · {NET_LABELS[net or info.default_net]}"
-
-
 def device_word(device: str) -> str:
     """``"GPU"`` for a CUDA device, else the device's name in capitals (``"MPS"``, ``"CPU"``)."""
     return "GPU" if str(device).startswith("cuda") else str(device).upper()
 
 
-def config_summary(net: str, version: str, lin: bool, device: str, ref_name: str | None, *,
-                   escape: bool = True) -> str:
-    """The configuration of a page run, ``"backbone AlexNet, v0.1, lin, device cpu, reference sample: chelsea"``;
-    Markdown-escaped (``escape``, for the page) or raw (for the log)."""
+def config_summary(spec: Any, device: str, ref_name: str | None, *, escape: bool = True) -> str:
+    """The configuration of a page run (the sidebar's :class:`~lpips_core.spec.MetricSpec`, the
+    device, the reference): ``"LPIPS · AlexNet (lpips-alex-0.1-lin-[-1,1]), device cpu, reference
+    sample: chelsea"``; Markdown-escaped (``escape``, for the page) or raw (for the log)."""
     esc = md_escape if escape else str
-    parts = [f"backbone {NET_LABELS.get(net) or esc(net)}", f"v{esc(version)}", "lin" if lin else "baseline",
-             f"device {esc(device)}"]
+    parts = [esc(f"{spec.label} ({spec.name})"), f"device {esc(device)}"]
     if ref_name is not None:
         parts.append(f"reference {esc(ref_name)}")
     return ", ".join(parts)

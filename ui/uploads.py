@@ -12,14 +12,13 @@ deletes) it, and the folder is deleted when the session ends. An upload's images
 from __future__ import annotations
 
 import hashlib
-import os
 from pathlib import Path
 from typing import Callable
 
 import streamlit as st
 
 from lpips_core.datasets.pairs import folder_pixels
-from lpips_explorer import demo_dataset
+from lpips_explorer import demo_dataset, environment
 from lpips_explorer.scratch import default_root, shared_folder
 
 from .sessions import scratch_folder, scratch_release, scratch_settle
@@ -31,10 +30,7 @@ def _upload_max_pixels() -> int:
     """The pixels one upload may hold in all (its images within the per-image budget, from their
     headers), since the pages compute on the server for every visitor; more is for the CLI.
     ``$LPIPS_EXPLORER_UPLOAD_MAX_MP`` sets it in megapixels (default 100)."""
-    try:
-        return max(0, int(float(os.environ.get("LPIPS_EXPLORER_UPLOAD_MAX_MP") or 100) * 1e6))
-    except ValueError:
-        return 100_000_000
+    return environment.upload_max_pixels(100)
 
 
 UPLOAD_MAX_PIXELS = _upload_max_pixels()

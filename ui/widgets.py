@@ -1,4 +1,4 @@
-"""The widgets shared by the pages: the sidebar, the reference picker and the successor picker.
+"""The widgets shared by the pages: the sidebar, the reference picker and the extra-metrics picker.
 
 Each reads its widgets and session state and returns plain values; the work happens in
 ``lpips_core``. Every user-controlled string they show goes through :func:`ui.text.md_escape`.
@@ -9,9 +9,12 @@ from __future__ import annotations
 import streamlit as st
 
 from . import state
-from .choices import (DEFAULT_SAMPLE, DEFAULT_WORKING_SIDE, SUCCESSORS, SYNTHETIC, UPLOAD_TYPES, WORKING_SIDES,
-                      default_successors, successor_label, upload_key)
-from .models import app_config, metric_status, weights_status
+from lpips_core import metric_registry
+from lpips_core.spec import MetricSpec, parse_spec
+
+from .choices import (DEFAULT_SAMPLE, DEFAULT_SPEC, DEFAULT_WORKING_SIDE, EXTRA_SPECS, SYNTHETIC, UPLOAD_TYPES,
+                      WORKING_SIDES, default_extras, upload_key)
+from .models import availability, device_name, sidebar_spec
 from .pair import _sample, _synthetic, sample_names, set_reference
 from .text import NET_LABELS, device_word, md_escape
 
@@ -24,17 +27,18 @@ def sidebar() -> None:
     setting and never sends a default back in its place (a toggle defaulting to off would
     silently switch a session to the uncalibrated baseline).
     """
-    status = weights_status()
     ss = st.session_state
     sb = st.sidebar
-    nets = list(NET_LABELS)
+    info = metric_registry.METRICS[DEFAULT_SPEC.metric]  # the sidebar's metric: its nets and versions
+    nets = list(info.nets)
     sb.selectbox(
         "Backbone", nets, key=state.NET, index=_index(nets, state.NET),
-        format_func=lambda n: NET_LABELS[n] + ("" if status[n][0] else " (unavailable)"),
+        format_func=lambda n: NET_LABELS[n] + ("" if availability(DEFAULT_SPEC.replace(net=n))[0]
+                                               else " (unavailable)"),
         help="The network whose features LPIPS compares.",
     )
-    versions = ("0.1", "0.0")
-    version = _current(versions, state.VERSION, "0.1")
+    versions = info.versions
+    version = _current(versions, state.VERSION, DEFAULT_SPEC.version)
 
     def _keep_version() -> None:  # clicking the chosen segment clears it: keep the version instead
         if ss.get(state.VERSION) is None:
@@ -42,11 +46,10 @@ def sidebar() -> None:
 
     sb.segmented_control("Version", versions, key=state.VERSION, default=version, on_change=_keep_version,
                          help="0.0 is the first release, which skipped the input scaling layer; 0.1 is the default.")
-    sb.toggle("lin (learned channel weights)", key=state.LIN, value=bool(ss.get(state.LIN, True)),
+    sb.toggle("lin (learned channel weights)", key=state.LIN, value=bool(ss.get(state.LIN, DEFAULT_SPEC.lin)),
               help="Off: the uncalibrated baseline, every channel weighted 1.")
-    cfg = app_config()
-    ok, source = status[cfg.net]
-    sb.caption(f"Device: **{md_escape(cfg.device)}** · Weights: {md_escape(source) if ok else 'unavailable'}")
+    ok, source = availability(sidebar_spec())
+    sb.caption(f"Device: **{md_escape(device_name())}** · Weights: {md_escape(source) if ok else 'unavailable'}")
     with sb.expander("Reference image", expanded=False):
         reference_picker()
 
@@ -122,28 +125,29 @@ def reference_picker() -> None:
     st.image(ss[state.REF_IMAGE], caption=md_escape(ss[state.REF_NAME]), clamp=True)
 
 
-def successor_picker(key: str) -> list[str]:
-    """The "Successor metrics" multiselect (widget ``key``), shared across pages; returns the chosen ids.
+def extras_picker(key: str) -> list[MetricSpec]:
+    """The "Successor metrics" multiselect (widget ``key``) over :data:`ui.choices.EXTRA_SPECS`,
+    shared across pages; returns the chosen specs.
 
-    The choice lives in ``st.session_state[ui.state.SUCCESSORS]`` (default
-    :func:`ui.choices.default_successors` for the device), so it survives switching pages although
+    The choice lives in ``st.session_state[ui.state.EXTRA_METRICS]`` (spec names; default
+    :func:`ui.choices.default_extras` for the device), so it survives switching pages although
     each page has its own widget.
     """
     ss = st.session_state
-    device = app_config().device
-    if state.SUCCESSORS not in ss:
-        ss[state.SUCCESSORS] = default_successors(device)
-    ss[key] = [sid for sid in ss[state.SUCCESSORS] if sid in SUCCESSORS]
+    device = device_name()
+    names = [s.name for s in EXTRA_SPECS]
+    if state.EXTRA_METRICS not in ss:
+        ss[state.EXTRA_METRICS] = [s.name for s in default_extras(device)]
+    ss[key] = [n for n in ss[state.EXTRA_METRICS] if n in names]
 
     def _keep() -> None:
-        ss[state.SUCCESSORS] = list(ss[key])
+        ss[state.EXTRA_METRICS] = list(ss[key])
 
-    def _label(sid: str) -> str:
-        ok, _ = metric_status(*SUCCESSORS[sid])
-        return successor_label(sid) + ("" if ok else " (unavailable)")
+    def _label(name: str) -> str:
+        return parse_spec(name).label + ("" if availability(name)[0] else " (unavailable)")
 
     st.multiselect(
-        "Successor metrics", list(SUCCESSORS), key=key, on_change=_keep, format_func=_label,
+        "Successor metrics", names, key=key, on_change=_keep, format_func=_label,
         help="Shift-tolerant LPIPS (Ghildyal and Liu, 2022) and DISTS (Ding et al., 2022), on the same "
              "pair. The choice is shared by the Shift vs blur, Distortion lab and Conventions pages.",
     )
@@ -152,4 +156,4 @@ def successor_picker(key: str) -> list[str]:
                    "10–15 s to a page's first run here (results are cached after); on a GPU all are on.")
     else:
         st.caption(f"On this {device_word(device)} every successor is on by default; results are cached.")
-    return list(ss[key])
+    return [parse_spec(n) for n in ss[key]]

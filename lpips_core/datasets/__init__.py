@@ -2,7 +2,7 @@
 
 - :mod:`.pairs`: :func:`match_folders` (two folders by name), :func:`all_pairs` (diversity),
   :func:`reference_pairs` (one reference against a folder), each a :class:`Discovery`.
-- :mod:`.specs`: :class:`MetricSpec` and names like ``"lpips-alex-0.1-lin-[-1,1]"``.
+- :mod:`lpips_core.spec`: :class:`MetricSpec` and names like ``"lpips-alex-0.1-lin-[-1,1]"``.
 - :mod:`.score`: :func:`score_pairs` → :class:`ScoreResult` (rows + summary), :class:`Scorer`.
 - :mod:`.store`: streamed CSV/JSONL tables, resume, :func:`merge_tables` for shards.
 - :mod:`.explain`: :func:`explain` — which configuration reproduces a reported mean.
@@ -12,7 +12,7 @@
 
 from .pairs import Discovery, Pair, all_pairs, match_folders, reference_pairs
 from .score import ScoreResult, Scorer, score_pairs, summarize
-from .specs import MetricSpec, parse_spec, parse_specs
+from ..spec import MetricSpec, parse_spec, parse_specs
 from .store import merge_tables, read_rows
 
 __all__ = [

@@ -27,6 +27,8 @@ from pathlib import Path
 
 from ..conventions import CONVENTIONS
 from ..images import DEFAULT_MAX_SIDE
+from ..metric_registry import NET_LABELS
+from ..weights import VERSIONS
 
 __all__ = ["COMMANDS", "add_parsers", "run"]
 
@@ -100,9 +102,9 @@ def _common(p: argparse.ArgumentParser, *, metrics: bool = True) -> None:
         p.add_argument("--metrics", default="lpips",
                        help="comma-separated specs: mse, psnr, ssim, lpips, stlpips, dists, or full names such "
                             "as lpips-vgg-0.0-baseline-[0,1]-gray@64 (default: lpips)")
-        p.add_argument("--net", choices=("alex", "vgg", "squeeze"), default=None,
+        p.add_argument("--net", choices=tuple(NET_LABELS), default=None,
                        help="backbone for the learned metrics that have it (default: each metric's own)")
-        p.add_argument("--version", choices=("0.1", "0.0"), default=None, help="LPIPS weights version (default 0.1)")
+        p.add_argument("--version", choices=VERSIONS, default=None, help="LPIPS weights version (default 0.1)")
         p.add_argument("--baseline", action="store_true", help="LPIPS uncalibrated: all channel weights 1")
         p.add_argument("--convention", choices=CONVENTIONS, default=None,
                        help="input range fed to the networks (default: each metric's own)")
@@ -253,7 +255,7 @@ def _pair_seconds(args) -> float:
 
 
 def _specs(args):
-    from .specs import parse_specs
+    from ..spec import parse_specs
 
     return parse_specs(args.metrics, net=args.net, version=args.version, lin=False if args.baseline else None,
                        convention=args.convention, grayscale=args.grayscale, size=args.size)

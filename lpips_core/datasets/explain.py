@@ -35,7 +35,8 @@ import torch
 
 from .. import metric_registry
 from ..conventions import CONVENTIONS
-from ..spec import NET_LABELS, MetricSpec
+from ..metric_registry import NET_LABELS
+from ..spec import MetricSpec
 from .pairs import Discovery, Pair
 from .score import Scorer, _sorted_pairs, mean_ci, score_pairs
 

@@ -35,7 +35,7 @@ from torch.utils.data import DataLoader, Dataset, get_worker_info
 from ..conventions import resize
 from ..images import DEFAULT_MAX_PIXELS, ImageLoadError, ImageTooLarge, load_image
 from .pairs import Pair
-from .specs import CLASSIC
+from ..spec import CLASSIC
 
 __all__ = ["MISMATCH_POLICIES", "Decoded", "PairDataset", "block_loader", "default_workers", "decode_pair",
            "stack_rows"]

@@ -4,9 +4,9 @@ Given the rows of two :func:`~lpips_core.datasets.score.score_pairs` runs (refer
 A, reference vs method B), :func:`compare_methods` pairs the rows by ``key`` (rows with an
 error or a non-finite value on either side are left out of that metric) and gives, per metric,
 both means and the mean of the paired difference ``A − B`` with its 95 % Student t interval
-(:func:`~lpips_core.datasets.score.mean_ci`). The better method is the one with the lower mean
+(:func:`~lpips_core.datasets.summary.mean_ci`). The better method is the one with the lower mean
 distance (MSE, LPIPS, ST-LPIPS, DISTS) or the higher mean similarity (PSNR, SSIM:
-:data:`HIGHER_IS_BETTER`); ``clear`` says whether the interval excludes 0.
+:attr:`~lpips_core.spec.MetricSpec.higher_is_better`); ``clear`` says whether the interval excludes 0.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-from ..spec import HIGHER_IS_BETTER, parse_spec
-from .score import mean_ci
+from ..spec import parse_spec
+from .summary import mean_ci
 
-__all__ = ["HIGHER_IS_BETTER", "compare_methods", "higher_is_better", "same_ranking"]
+__all__ = ["compare_methods", "higher_is_better", "same_ranking"]
 
 
 def higher_is_better(name: str) -> bool:

@@ -22,7 +22,7 @@ import numpy as np
 from .loader import MISMATCH_POLICIES, decode_pair
 from .pairs import Discovery, Pair, pairs_digest
 from .score import ScoreResult, Scorer, default_block, package_versions, summarize
-from .specs import MetricSpec, parse_specs
+from ..spec import MetricSpec, parse_specs
 from .store import BASE_COLUMNS, final_rows
 
 __all__ = ["RayScorer", "score_ray"]

@@ -41,7 +41,6 @@ identical images is ``inf``) are counted in ``nonfinite`` and left out of the st
 from __future__ import annotations
 
 import functools
-import math
 import os
 import platform
 from collections import Counter
@@ -49,17 +48,17 @@ from dataclasses import dataclass
 from importlib import metadata
 from typing import Callable, Sequence
 
-import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset
 
 from .. import metric_registry
 from ..conventions import parse_size
 from ..protocol import resolve_device
+from ..spec import MetricSpec, parse_specs
 from . import store
 from .loader import MISMATCH_POLICIES, Decoded, PairDataset, block_loader, stack_rows
 from .pairs import Discovery, Pair, pairs_digest, shard_bounds
-from .specs import MetricSpec, parse_specs
+from .summary import mean_ci, summarize
 
 __all__ = ["ScoreResult", "Scorer", "default_block", "mean_ci", "package_versions", "score_pairs", "summarize"]
 
@@ -97,7 +96,7 @@ class Scorer:
     """Holds the models for a list of specs and scores decoded blocks.
 
     Args:
-        specs: :class:`~lpips_core.datasets.specs.MetricSpec` s or their names.
+        specs: :class:`~lpips_core.spec.MetricSpec` s or their names.
         device: where the networks run (``None``: auto).
         models: ``(metric, net, version) → model`` already built (e.g. the app's cached ones);
             others are built on first use with :func:`lpips_core.metric_registry.build`.
@@ -260,48 +259,6 @@ def _kind(exc: Exception) -> str:
     if _out_of_memory(exc):
         return "too_large"
     return "too-small" if "too small" in str(exc) else "failed"
-
-
-# --------------------------------------------------------------------------- summary
-def _finite_or_none(x: float):
-    return float(x) if math.isfinite(x) else None
-
-
-def mean_ci(values: Sequence[float] | np.ndarray) -> dict:
-    """``{"n", "mean", "std", "ci95", "nonfinite"}`` of the finite values (float64, in order).
-
-    ``std`` is the sample standard deviation (``ddof=1``); ``ci95`` is
-    ``mean ± t.ppf(0.975, n − 1) · std / √n``. Undefined statistics (``std``, ``ci95`` for
-    ``n < 2``; everything for ``n = 0``) are ``None``.
-    """
-    from scipy import stats
-
-    vals = np.asarray(values, dtype=np.float64)
-    finite = vals[np.isfinite(vals)]
-    n = int(finite.size)
-    mean = float(finite.mean()) if n else float("nan")
-    std = float(finite.std(ddof=1)) if n > 1 else float("nan")
-    half = float(stats.t.ppf(0.975, n - 1)) * std / math.sqrt(n) if n > 1 else float("nan")
-    return {
-        "n": n,
-        "mean": _finite_or_none(mean),
-        "std": _finite_or_none(std),
-        "ci95": [_finite_or_none(mean - half), _finite_or_none(mean + half)] if n > 1 else [None, None],
-        "nonfinite": int(vals.size - n),
-    }
-
-
-def summarize(rows: Sequence[dict], names: Sequence[str]) -> dict:
-    """``{"n", "skipped", "skipped_by_reason", "metrics": {name: mean_ci(...)}}`` over ``rows`` in order.
-
-    ``n``: scored rows; ``skipped``: rows with an error, also counted by ``error_kind``. Each
-    metric's statistics (:func:`mean_ci`) cover the scored rows' finite values.
-    """
-    ok = [r for r in rows if not r["error_kind"]]
-    reasons = Counter(r["error_kind"] for r in rows if r["error_kind"])
-    metrics = {name: mean_ci([np.nan if r.get(name) is None else r[name] for r in ok]) for name in names}
-    return {"n": len(ok), "skipped": sum(reasons.values()), "skipped_by_reason": dict(sorted(reasons.items())),
-            "metrics": metrics}
 
 
 # --------------------------------------------------------------------------- a whole run

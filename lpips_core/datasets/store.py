@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from ..cells import escape_name, neutralise, restore, unescape_name
+from .summary import summarize
 
 __all__ = [
     "BASE_COLUMNS",
@@ -472,7 +473,6 @@ def merge_tables(shards: Sequence[str | os.PathLike[str]], out: str | os.PathLik
             cannot write, ``out`` among the inputs.
     """
     from .pairs import names_digest
-    from .score import summarize  # score imports this module
 
     if not shards:
         raise ValueError("merge needs at least one shard table")

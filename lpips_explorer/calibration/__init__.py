@@ -16,7 +16,7 @@ gives distances, and two experiments show what the channel weights are for:
   weights fitted to training triplets (a logistic link on ``d0 − d1``, Adam, projection onto
   ``w ≥ 0`` after every step) are scored on held-out triplets; ties count 0.5.
   :func:`score_lpips_2afc` / :func:`real_lpips_2afc` score the same test triplets with the real
-  AlexNet / VGG16 LPIPS (baseline and lin) where their weights are available.
+  AlexNet / VGG16 LPIPS (baseline and lin), models the caller built (the CLI) or cached (the app).
 
 With the default seeds and sizes the numbers are those of the worked example in the reference
 article on LPIPS (section "Example"); the random streams are consumed in the same order:
@@ -47,7 +47,7 @@ from __future__ import annotations
 from lpips_explorer.calibration import common, patch_mechanics, real, standin, triplets, twoafc
 from lpips_explorer.calibration.common import DEFAULT_THREADS, Progress, torch_threads
 from lpips_explorer.calibration.patch_mechanics import MECHANICS_COLUMNS, MECHANICS_ROWS, Mechanics, MechanicsRow, QuadrantCheck, mechanics
-from lpips_explorer.calibration.real import REAL_NET_LABELS, RealLPIPSResult, real_lpips_2afc, score_lpips_2afc
+from lpips_explorer.calibration.real import REAL_NETS, RealLPIPSResult, real_lpips_2afc, score_lpips_2afc
 from lpips_explorer.calibration.standin import STANDIN_CHANNELS, StandInNet, standin_channel_terms, standin_distance
 from lpips_explorer.calibration.triplets import DCT_STEPS, KINDS, Triplets, make_triplets
 from lpips_explorer.calibration.twoafc import DEFAULT_NET_SEEDS, Accuracy, StandInResult, TwoAFCResult, fit_lin, run_2afc, score_2afc

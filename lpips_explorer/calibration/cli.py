@@ -18,8 +18,10 @@ import json
 import sys
 from typing import Any, Callable, Mapping, Sequence
 
+from lpips_core.spec import MetricSpec
+from lpips_core.weights import WeightsUnavailable
 from lpips_explorer.calibration.patch_mechanics import Mechanics, mechanics
-from lpips_explorer.calibration.real import RealLPIPSResult, real_lpips_2afc
+from lpips_explorer.calibration.real import REAL_NETS, RealLPIPSResult, real_lpips_2afc
 from lpips_explorer.calibration.triplets import make_triplets
 from lpips_explorer.calibration.twoafc import DEFAULT_NET_SEEDS, Accuracy, TwoAFCResult, run_2afc
 
@@ -126,23 +128,42 @@ def payload(mech: Mechanics, afc: TwoAFCResult, real: Mapping[str, RealLPIPSResu
     return out
 
 
+def _real_models(nets: Sequence[str]) -> tuple[dict[MetricSpec, Any], dict[str, RealLPIPSResult]]:
+    """The LPIPS models of ``nets`` (v0.1, lin), built here, and a result for each whose weights
+    are unavailable (the reason in its note)."""
+    models, unavailable = {}, {}
+    for net in nets:
+        spec = MetricSpec("lpips", net=net)
+        try:
+            models[spec] = spec.build()
+        except WeightsUnavailable as exc:
+            unavailable[net] = RealLPIPSResult(net, spec.version, None, None, str(exc))
+    return models, unavailable
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit status (0, or 2 after one ``error:`` line on stderr)."""
     args = build_parser().parse_args(argv)
     shown = False
 
-    def progress(f: float, msg: str) -> None:
-        nonlocal shown
-        if not args.quiet:
-            shown = True
-            print(f"\r[{f:6.1%}] {msg:60.60s}", end="", file=sys.stderr, flush=True)
+    def progress(what: str):
+        def show(done: float, total: float) -> None:
+            nonlocal shown
+            if not args.quiet:
+                shown = True
+                print(f"\r[{done / total if total else 1.0:6.1%}] {what:40.40s}", end="", file=sys.stderr, flush=True)
+        return show
 
     try:
         mech = mechanics()
         test = make_triplets(args.triplets, TEST_SEED) if args.real else None
         afc = run_2afc(net_seeds=tuple(range(args.nets)), n_train=args.triplets, n_test=args.triplets,
-                       steps=args.steps, test=test, progress=progress)
-        real = real_lpips_2afc(test, progress=progress) if test is not None else None
+                       steps=args.steps, test=test, progress=progress("toy 2AFC"))
+        real = None
+        if test is not None:
+            models, real = _real_models(REAL_NETS)
+            real.update(real_lpips_2afc(test, models, progress=progress("real LPIPS")))
+            real = {net: real[net] for net in REAL_NETS}
     except (ValueError, TypeError, RuntimeError, MemoryError, OSError) as exc:
         message = " ".join(str(exc).split()) or type(exc).__name__
         print(("\n" if shown else "") + f"error: {type(exc).__name__}: {message}", file=sys.stderr)

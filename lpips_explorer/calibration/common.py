@@ -1,24 +1,22 @@
-"""Shared plumbing of the calibration lab: argument checks, progress callbacks, threads, inputs."""
+"""Shared plumbing of the calibration lab: argument checks, threads, inputs."""
 
 from __future__ import annotations
 
 import contextlib
 import math
 import numbers
-from typing import Callable, Iterator, Sequence
+from typing import Iterator, Sequence
 
 import numpy as np
 import torch
 
 from lpips_core.conventions import to_input
+from lpips_core.progress import Progress
 from lpips_explorer.synth import _check_int
 
 __all__ = ["DEFAULT_THREADS", "Progress", "torch_threads"]
 
 DEFAULT_THREADS = 4  # the reference example's torch.set_num_threads(4)
-
-#: ``progress(fraction in [0, 1], message)``
-Progress = Callable[[float, str], None]
 
 
 def _int(value, name: str, *, lo: int) -> int:
@@ -33,24 +31,6 @@ def _positive(value, name: str) -> float:
     if not (math.isfinite(value) and value > 0):
         raise ValueError(f"{name} must be finite and > 0; got {value!r}")
     return value
-
-
-def _report(progress: Progress | None, fraction: float, message: str) -> None:
-    if progress is not None:
-        progress(min(1.0, max(0.0, float(fraction))), message)
-
-
-def _scaled(progress: Progress | None, start: float, stop: float) -> Progress | None:
-    """A callback that maps its own ``[0, 1]`` onto ``[start, stop]`` of ``progress``."""
-    if progress is None:
-        return None
-    return lambda f, msg: progress(start + (stop - start) * min(1.0, max(0.0, f)), msg)
-
-
-def _relabel(progress: Progress | None, label: str) -> Progress | None:
-    if progress is None:
-        return None
-    return lambda f, msg: progress(f, f"{label}: {msg}")
 
 
 @contextlib.contextmanager

@@ -3,20 +3,22 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Mapping
 
 import torch
 
+from lpips_core.metric_registry import NET_LABELS
 from lpips_core.model import LPIPS
-from lpips_core.weights import WeightsUnavailable
-from lpips_explorer.calibration.common import Progress, _int, _report, _scaled, _to_net
+from lpips_core.progress import part, report
+from lpips_core.spec import MetricSpec, parse_spec
+from lpips_explorer.calibration.common import Progress, _int, _to_net
 from lpips_explorer.calibration.triplets import Triplets
 from lpips_explorer.calibration.twoafc import Accuracy, _accuracy, score_2afc
 
-__all__ = ["REAL_NET_LABELS", "RealLPIPSResult", "real_lpips_2afc", "score_lpips_2afc"]
+__all__ = ["REAL_NETS", "RealLPIPSResult", "real_lpips_2afc", "score_lpips_2afc"]
 
-#: Display names of the pretrained backbones.
-REAL_NET_LABELS: dict[str, str] = {"alex": "AlexNet", "vgg": "VGG16", "squeeze": "SqueezeNet 1.1"}
+#: The pretrained backbones the lab scores the toy 2AFC with (the paper's two main ones), in order.
+REAL_NETS: tuple[str, ...] = ("alex", "vgg")
 
 
 @dataclass(frozen=True, eq=False)
@@ -42,7 +44,7 @@ class RealLPIPSResult:
 
     @property
     def label(self) -> str:
-        return f"LPIPS {REAL_NET_LABELS.get(self.net, self.net)} v{self.version}"
+        return f"LPIPS {NET_LABELS.get(self.net, self.net)} v{self.version}"
 
     def rows(self) -> dict[str, Accuracy]:
         """``"LPIPS AlexNet v0.1, baseline"`` / ``", lin"`` → accuracy (empty when unavailable)."""
@@ -61,7 +63,8 @@ def score_lpips_2afc(model: LPIPS, test: Triplets, *, chunk: int = 50,
     One pass through the backbone gives both: the baseline sums the per-channel terms
     (:meth:`LPIPS.channel_terms`), lin weights them with :attr:`LPIPS.channel_weights`
     (``None`` when the model was built with ``lin=False``). Inputs are the triplets in
-    ``[-1, 1]`` at their native size. ``chunk`` triplets go through the network at a time.
+    ``[-1, 1]`` at their native size. ``chunk`` triplets go through the network at a time;
+    ``progress(done, total)`` counts triplets scored.
     """
     chunk = _int(chunk, "chunk", lo=1)
     weights = model.channel_weights
@@ -77,7 +80,7 @@ def score_lpips_2afc(model: LPIPS, test: Triplets, *, chunk: int = 50,
             d["base"][j].append(terms.sum(1))
             if v is not None:
                 d["lin"][j].append(terms @ v)
-        _report(progress, sl.stop / n, f"{model.net}: {sl.stop}/{n} test triplets")
+        report(progress, sl.stop, n)
     base = _accuracy(score_2afc(torch.cat(d["base"][0]), torch.cat(d["base"][1]), test.h), test.kind)
     lin = None
     if v is not None:
@@ -85,24 +88,29 @@ def score_lpips_2afc(model: LPIPS, test: Triplets, *, chunk: int = 50,
     return base, lin
 
 
-def real_lpips_2afc(test: Triplets, *, nets: Sequence[str] = ("alex", "vgg"), version: str = "0.1",
-                    device: torch.device | str | None = None,
+def real_lpips_2afc(test: Triplets, models: Mapping[MetricSpec | str, LPIPS | None], *,
                     progress: Progress | None = None) -> dict[str, RealLPIPSResult]:
-    """:func:`score_lpips_2afc` for each backbone in ``nets``, building the models here.
+    """:func:`score_lpips_2afc` with each model of ``models``: an LPIPS spec with lin weights
+    (``"lpips-alex"``, ``MetricSpec("lpips", net="vgg", version="0.0")``) → its model, as the
+    caller built or cached it (nothing is built here). Results are keyed by backbone.
 
-    A backbone whose weights are unavailable (:class:`lpips_core.WeightsUnavailable`) gives a
-    result with ``baseline = lin = None`` and the reason in ``note``; nothing is downloaded
-    unless :mod:`lpips_core.weights` allows it.
+    A ``None`` model (its weights unavailable) gives a result with ``baseline = lin = None``.
+    ``progress(done, total)`` counts triplets over every model.
+
+    Raises:
+        ValueError: a spec that is not LPIPS with lin weights. TypeError: a model that is not its spec's.
     """
     out = {}
-    for k, net in enumerate(nets):
-        part = _scaled(progress, k / len(nets), (k + 1) / len(nets))
-        try:
-            model = LPIPS(net, version, lin=True, device=device)
-        except WeightsUnavailable as exc:
-            out[net] = RealLPIPSResult(net, version, None, None, str(exc))
-            _report(part, 1.0, f"{net}: unavailable")
+    n = len(test) * len(models)
+    for k, (spec, model) in enumerate(models.items()):
+        spec = parse_spec(spec)
+        if not isinstance(model, (LPIPS, type(None))) or not spec.lin:
+            raise ValueError(f"real_lpips_2afc scores LPIPS with lin weights; got {spec.name}")
+        if model is None:
+            out[spec.net] = RealLPIPSResult(spec.net, spec.version, None, None, "weights unavailable")
+            report(progress, (k + 1) * len(test), n)
             continue
-        base, lin = score_lpips_2afc(model, test, progress=part)
-        out[net] = RealLPIPSResult(net, version, base, lin, f"weights: {model.weights}")
+        spec.check_model(model)
+        base, lin = score_lpips_2afc(model, test, progress=part(progress, k * len(test), (k + 1) * len(test), n))
+        out[spec.net] = RealLPIPSResult(spec.net, spec.version, base, lin, f"weights: {model.weights}")
     return out

@@ -10,7 +10,8 @@ import torch
 
 from lpips_explorer.distortions import block_dct, gaussian_noise, shift
 from lpips_explorer.synth import texture_patch
-from lpips_explorer.calibration.common import Progress, _int, _mse, _report, _to_net
+from lpips_core.progress import report
+from lpips_explorer.calibration.common import Progress, _int, _mse, _to_net
 
 __all__ = ["DCT_STEPS", "KINDS", "Triplets", "make_triplets"]
 
@@ -70,7 +71,7 @@ def make_triplets(n: int, seed: int, *, size: int = 64, progress: Progress | Non
         n: number of triplets, ``>= 1``.
         seed: ``>= 0``.
         size: patch side, ``>= 16``.
-        progress: called with the fraction done and a message.
+        progress: ``progress(done, total)`` in triplets drawn (:mod:`lpips_core.progress`).
     """
     n = _int(n, "n", lo=1)
     seed = _int(seed, "seed", lo=0)
@@ -95,5 +96,5 @@ def make_triplets(n: int, seed: int, *, size: int = 64, progress: Progress | Non
             x0[i], x1[i], h[i] = near, far, 0.0
         ref[i] = x
         if (i + 1) % step == 0 or i + 1 == n:
-            _report(progress, (i + 1) / n, f"triplets (seed {seed}): {i + 1}/{n}")
+            report(progress, i + 1, n)
     return Triplets(ref, x0, x1, h, kind, ratio, seed)

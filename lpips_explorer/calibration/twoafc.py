@@ -9,7 +9,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from lpips_explorer.calibration.common import DEFAULT_THREADS, Progress, _int, _positive, _relabel, _report, _scaled, torch_threads
+from lpips_core.progress import part, report
+from lpips_explorer.calibration.common import DEFAULT_THREADS, Progress, _int, _positive, torch_threads
 from lpips_explorer.calibration.standin import StandInNet, _channel_terms_from
 from lpips_explorer.calibration.triplets import Triplets, make_triplets
 
@@ -70,6 +71,7 @@ def fit_lin(t0: torch.Tensor, t1: torch.Tensor, h: torch.Tensor | np.ndarray, *,
         h: ``(N,)`` labels in ``{0, 1}``.
         steps: Adam steps, ``>= 0``.
         lr: learning rate, ``> 0``.
+        progress: ``progress(done, total)`` in Adam steps (:mod:`lpips_core.progress`).
 
     Returns:
         ``(w, loss)``: ``(C,)`` float32 weights and the ``(steps,)`` training loss before each step.
@@ -96,7 +98,7 @@ def fit_lin(t0: torch.Tensor, t1: torch.Tensor, h: torch.Tensor | np.ndarray, *,
                 w.clamp_(min=0)
             losses[i] = loss.item()
             if (i + 1) % every == 0 or i + 1 == steps:
-                _report(progress, (i + 1) / steps, f"fitting: step {i + 1}/{steps}")
+                report(progress, i + 1, steps)
     return w.detach(), losses
 
 
@@ -188,7 +190,8 @@ def run_2afc(
         size: patch side.
         threads: torch threads during the run (restored after); ``None`` keeps the current.
         test: reuse already drawn test triplets (must match ``n_test``, ``test_seed``, ``size``).
-        progress: ``progress(fraction, message)``; the fraction rises from 0 to 1.
+        progress: ``progress(done, total)`` (:mod:`lpips_core.progress`) in units of work of a rough
+            CPU cost model (a triplet drawn is 1), rising to ``total``.
 
     Returns:
         :class:`TwoAFCResult`.
@@ -216,30 +219,27 @@ def run_2afc(
     done = 0.0
 
     with torch_threads(threads):
-        train = make_triplets(n_train, train_seed, size=size,
-                              progress=_scaled(progress, 0, n_train / total))
+        train = make_triplets(n_train, train_seed, size=size, progress=part(progress, 0, n_train, total))
         done += n_train
         if test is None:
-            test = make_triplets(n_test, test_seed, size=size,
-                                 progress=_scaled(progress, done / total, (done + n_test) / total))
+            test = make_triplets(n_test, test_seed, size=size, progress=part(progress, done, done + n_test, total))
             done += n_test
         tr, te = train.tensors(), test.tensors()
         l2 = _accuracy(score_2afc((te[0] - te[1]).pow(2).mean((1, 2, 3)),
                                   (te[0] - te[2]).pow(2).mean((1, 2, 3)), test.h), test.kind)
         results = []
-        for k, seed in enumerate(seeds):
-            label = f"stand-in net {seed} ({k + 1}/{len(seeds)})"
-            _report(progress, done / total, f"{label}: features")
+        for seed in seeds:
+            report(progress, done, total)
             net = StandInNet(seed)
             terms = {}
             for name, (r, a, b) in (("train", tr), ("test", te)):
                 fr = net.features(r)
                 terms[name] = (_channel_terms_from(fr, net.features(a)), _channel_terms_from(fr, net.features(b)))
             done += 0.35 * (n_train + n_test)
-            fit_share = 0.15 * steps * n_train / 600 / total
+            fit = 0.15 * steps * n_train / 600
             w, loss = fit_lin(*terms["train"], train.h, steps=steps, lr=lr,
-                              progress=_scaled(_relabel(progress, label), done / total, done / total + fit_share))
-            done += 0.15 * steps * n_train / 600
+                              progress=part(progress, done, done + fit, total))
+            done += fit
             ones = torch.ones_like(w)
 
             def acc(name, v, triplets):
@@ -251,5 +251,5 @@ def run_2afc(
                 weights=_split(w, net.channels), loss=loss,
                 train_unweighted=acc("train", ones, train), train_lin=acc("train", w, train),
             ))
-    _report(progress, 1.0, "done")
+    report(progress, total, total)
     return TwoAFCResult(l2, tuple(results), test.kind.copy(), settings)

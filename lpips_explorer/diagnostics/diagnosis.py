@@ -53,7 +53,7 @@ class Diagnosis:
             the pair was scored at, ``"resolution"`` (``"native"`` or ``"working"``), ``"max_side"``
             the cap applied, ``"downscaled"`` (whether the cap shrank a file) and ``"policy"``.
         pending: the ids of the checks not run yet (empty in a finished diagnosis; a partial one,
-            passed to ``progress`` while :func:`diagnose` runs, has the score, maps and classic
+            passed to ``on_partial`` while :func:`diagnose` runs, has the score, maps and classic
             metrics and the checks done so far, ranked).
     """
 
@@ -106,7 +106,7 @@ def diagnose(
     originals: tuple[LoadedImage, LoadedImage] | None = None,
     other_size: tuple[str, np.ndarray, np.ndarray] | None = None,
     test_file: bytes | None = None,
-    progress: Callable[[Diagnosis], None] | None = None,
+    on_partial: Callable[[Diagnosis], None] | None = None,
 ) -> Diagnosis:
     """Run every check of :data:`CHECKS` on a pair and compute where its distance comes from.
 
@@ -122,7 +122,7 @@ def diagnose(
         reference_alpha_dropped, test_alpha_dropped: ``(H, W, 3)`` the files' RGB with alpha
             ignored (:func:`~lpips_explorer.diagnostics.alpha_dropped`), ``None`` skips it.
         originals, other_size, test_file: see :class:`PairContext` (:func:`diagnose_files` fills them).
-        progress: called with a partial :class:`Diagnosis` as soon as the pair is scored (no checks
+        on_partial: called with a partial :class:`Diagnosis` as soon as the pair is scored (no checks
             yet, every id ``pending``) and again after each check (the checks so far, ranked), so a
             caller can show the score while the counterfactuals are computed. Not called with the
             finished diagnosis, which is returned.
@@ -166,8 +166,8 @@ def diagnose(
     )
     checks: list[Check] = []
     for i, spec in enumerate(CHECKS):
-        if progress is not None:
-            progress(partial)
+        if on_partial is not None:
+            on_partial(partial)
         checks += run_checks(ctx, (spec,))
         partial = replace(partial, checks=list(checks), ranking=rank_checks(checks, score),
                           pending=tuple(s.id for s in CHECKS[i + 1:]))
@@ -193,7 +193,7 @@ def diagnose_files(
     max_side: int = NATIVE_MAX_SIDE,
     method: str = "bilinear",
     convention: str = "[-1,1]",
-    progress: Callable[[Diagnosis], None] | None = None,
+    on_partial: Callable[[Diagnosis], None] | None = None,
 ) -> Diagnosis:
     """Diagnose two files as uploaded: scored at their own resolution, every check on the originals.
 
@@ -209,7 +209,7 @@ def diagnose_files(
         reference, test: the raw file bytes; ``reference_name``/``test_name`` label messages.
         resolution: ``"native"`` (default) or ``"working"``.
         working_side, max_side: longer-side limits (pixels, ``>= 1``).
-        progress: as in :func:`diagnose` (the partial diagnoses carry the size facts already).
+        on_partial: as in :func:`diagnose` (the partial diagnoses carry the size facts already).
 
     Raises:
         ValueError: ``resolution`` or a side is invalid, or ``method`` unknown.
@@ -251,4 +251,4 @@ def diagnose_files(
         model, r, t, method=method, convention=convention, reference_on_black=black[0],
         test_on_black=black[1], reference_alpha_dropped=dropped[0], test_alpha_dropped=dropped[1],
         originals=originals, other_size=(other_label, r2.array, t2.array), test_file=test,
-        progress=None if progress is None else (lambda p: progress(finish(p)))))
+        on_partial=None if on_partial is None else (lambda p: on_partial(finish(p)))))

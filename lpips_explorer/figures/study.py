@@ -1,7 +1,7 @@
 """The class study's result to project: each metric's agreement with the class, and the human ceiling.
 
 Pure builder (no Streamlit): the ``"class"`` block of
-:func:`lpips_explorer.study.scoring.summarise` in, ``go.Figure`` out. The plotted numbers are the
+:func:`lpips_explorer.study.scoring.summarize` in, ``go.Figure`` out. The plotted numbers are the
 summary's, unrounded (hover shows three decimals).
 """
 
@@ -12,10 +12,9 @@ from typing import Any, Mapping
 
 import plotly.graph_objects as go
 
-__all__ = ["CLASSIC_KEYS", "agreement_chart"]
+from lpips_core.spec import CLASSIC
 
-#: The pixel metrics, drawn in grey beside the learned ones.
-CLASSIC_KEYS = ("mse", "psnr", "ssim")
+__all__ = ["agreement_chart"]
 _LEARNED, _CLASSIC, _BAND, _CEILING = "#1f77b4", "#8c8c8c", "rgba(44,160,44,0.18)", "#2ca02c"
 _ROW_PX, _TOP, _BOTTOM, _LEFT = 26, 56, 48, 190
 
@@ -24,7 +23,7 @@ def agreement_chart(block: Mapping[str, Any], *, n_judges: int | None = None, ti
     """Horizontal dots with bootstrap intervals: each metric's 2AFC agreement with the class.
 
     Args:
-        block: ``summarise(...)["class"]``: ``metrics`` (``{key, label, score, low, high, n}``) and
+        block: ``summarize(...)["class"]``: ``metrics`` (``{key, label, score, low, high, n}``) and
             ``ceiling`` (the same keys).
         n_judges: for the title (``"… (12 judges)"``).
         title: replaces the default title.
@@ -44,7 +43,7 @@ def agreement_chart(block: Mapping[str, Any], *, n_judges: int | None = None, ti
     labels = [m["label"] for m in metrics]
     fig = go.Figure()
     for classic in (False, True):
-        ms = [m for m in metrics if (m["key"] in CLASSIC_KEYS) == classic]
+        ms = [m for m in metrics if (m["key"] in CLASSIC) == classic]  # the pixel metrics in grey
         if not ms:
             continue
         fig.add_trace(go.Scatter(

@@ -11,7 +11,7 @@
 - :mod:`~lpips_explorer.study.present`: the triplet's HTML (nearest-neighbour, fitted to its
   column), links, the QR code, the texts and tables around the results;
 - :mod:`~lpips_explorer.study.scoring`: BAPPS' 2AFC score, the human ceiling, seeded bootstrap
-  intervals, and :func:`~lpips_explorer.study.scoring.summarise` for a whole study.
+  intervals, and :func:`~lpips_explorer.study.scoring.summarize` for a whole study.
 
 The chart of the class result is :func:`lpips_explorer.figures.study.agreement_chart`.
 """

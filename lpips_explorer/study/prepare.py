@@ -16,12 +16,11 @@ import numpy as np
 from PIL import Image
 
 from lpips_core.images import image_to_png_bytes
+from lpips_core.spec import MetricSpec
 from lpips_explorer.study import scoring
 from lpips_explorer.study import triplets as T
 
 __all__ = ["Prepared", "decode_png", "prepare", "shown"]
-
-Progress = Callable[[int, int, str], None]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,7 +31,7 @@ class Prepared:
         recipe: the :class:`~lpips_explorer.study.triplets.Recipe`.
         digest: SHA-256 of the rendered (float) pixels, :meth:`Triplet.digest`.
         pngs: ``(reference, copy 1, copy 2)`` as 8-bit PNG bytes.
-        distances: ``metric key → (value for copy 1, value for copy 2)`` on the PNGs' pixels.
+        distances: ``spec name → (value for copy 1, value for copy 2)`` on the PNGs' pixels.
     """
 
     recipe: T.Recipe
@@ -63,43 +62,44 @@ def shown(t: T.Triplet) -> tuple[tuple[bytes, bytes, bytes], tuple[np.ndarray, n
 
 def prepare(
     recipes: Sequence[T.Recipe],
-    variants: Sequence[scoring.MetricVariant],
-    models: Mapping[str, Any],
+    specs: Sequence[MetricSpec],
+    models: Mapping[MetricSpec, Any],
     *,
     uploads: T.Uploads = None,
-    progress: Progress | None = None,
+    progress: Callable[[int, int], object] | None = None,
 ) -> list[Prepared]:
     """Render every triplet, encode its PNGs and compute every metric on the shown pixels.
 
     Args:
         recipes: the study's recipes, in order.
-        variants: the metrics to compute (:func:`~lpips_explorer.study.scoring.metric_variants`).
-        models: ``key → model`` for the learned variants; one missing or ``None`` is left out.
+        specs: the metrics to compute (:func:`lpips_core.spec.standard_specs`).
+        models: ``spec → model`` for the learned specs; one missing or ``None`` is left out.
         uploads: the bytes of any ``"upload:…"`` image the recipes use.
-        progress: called as ``progress(done, total, what)`` after each triplet and each metric.
+        progress: ``progress(done, total)`` after each triplet and each metric (``total``: the
+            triplets plus the metrics computed).
 
     Returns:
         One :class:`Prepared` per recipe, in order.
     """
     recipes = list(recipes)
-    usable = [v for v in variants if not v.learned or models.get(v.key) is not None]
+    usable = [s for s in specs if not s.learned or models.get(s) is not None]
     total = len(recipes) + len(usable)
     step = 0
     rendered = []
-    for i, r in enumerate(recipes):
+    for r in recipes:
         t = T.render(r, uploads=uploads)
         pngs, pixels = shown(t)
         rendered.append((t.digest(), pngs, _Shown(*pixels)))
         step += 1
         if progress is not None:
-            progress(step, total, f"triplet {i + 1} of {len(recipes)}")
+            progress(step, total)
     per_key: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     views = [s for _, _, s in rendered]
-    for v in usable:
-        per_key.update(scoring.study_distances(views, [v], models))
+    for spec in usable:
+        per_key.update(scoring.study_distances(views, [spec], models))
         step += 1
         if progress is not None:
-            progress(step, total, v.label)
+            progress(step, total)
     out = []
     for i, (r, (dig, pngs, _)) in enumerate(zip(recipes, rendered)):
         dist = {k: (float(d0[i]), float(d1[i])) for k, (d0, d1) in per_key.items()}

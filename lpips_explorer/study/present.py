@@ -20,6 +20,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from urllib.parse import urlencode, urlsplit
 
 from lpips_core.cells import neutralise
+from lpips_core.spec import MetricSpec
 
 __all__ = [
     "CHOICE_TEXT",
@@ -148,7 +149,7 @@ def _fmt(x: float) -> str:
     return format(x, ".4g")
 
 
-def reveal_rows(distances: Mapping[str, tuple[float, float]], variants: Iterable[Any], choice: int) -> list[dict]:
+def reveal_rows(distances: Mapping[str, tuple[float, float]], specs: Iterable[MetricSpec], choice: int) -> list[dict]:
     """What each metric said about one triplet, against the participant's ``choice``.
 
     Rows ``{metric, copy 1, copy 2, closer, agrees}``: the two values as text (4 significant
@@ -156,14 +157,14 @@ def reveal_rows(distances: Mapping[str, tuple[float, float]], variants: Iterable
     or ``"—"`` (a tie, or "can't tell"); never an empty cell.
     """
     out = []
-    for v in variants:
-        if v.key not in distances:
+    for spec in specs:
+        if spec.name not in distances:
             continue
-        d0, d1 = distances[v.key]
-        a, b = (-d0, -d1) if v.higher_is_closer else (d0, d1)
+        d0, d1 = distances[spec.name]
+        a, b = (-d0, -d1) if spec.higher_is_better else (d0, d1)
         closer = 0 if a < b else 1 if b < a else -1
         agrees = "—" if choice == 2 or closer < 0 else ("yes" if closer == choice else "no")
-        out.append({"metric": v.label, "copy 1": _fmt(d0), "copy 2": _fmt(d1),
+        out.append({"metric": spec.label, "copy 1": _fmt(d0), "copy 2": _fmt(d1),
                     "closer": {0: "1", 1: "2", -1: "tie"}[closer], "agrees": agrees})
     return out
 
@@ -172,8 +173,8 @@ def own_rows(you: Mapping[str, Any] | None, klass: Mapping[str, Any] | None) -> 
     """A participant's agreement with each metric beside the class's, for a table with no empty cell.
 
     Args:
-        you: ``summarise(...)["class"]`` of the participant's own answers, or ``None``.
-        klass: ``summarise(...)["class"]`` of the whole class, or ``None`` when it is not shown.
+        you: ``summarize(...)["class"]`` of the participant's own answers, or ``None``.
+        klass: ``summarize(...)["class"]`` of the whole class, or ``None`` when it is not shown.
 
     Rows ``{metric, "agrees with you", "agrees with the class"}`` (the last only when ``klass`` is
     given), each a percentage; the human ceiling is a class figure only (one judge always agrees

@@ -17,38 +17,38 @@ judge every triplet scores 1, so it means something only with several judges per
 Intervals are percentile bootstraps over triplets (resampled with replacement, a seeded
 ``numpy.random.default_rng``): the same scores and seed always give the same interval.
 
-Metrics. :func:`metric_variants` lists what is scored: MSE, PSNR and SSIM, then every
+Metrics. A study scores :func:`lpips_core.spec.standard_specs`: MSE, PSNR and SSIM, then every
 network of every metric of :data:`lpips_core.metric_registry.METRICS` (calibrated, and the
 uncalibrated baseline where the metric has one), so a metric added to the registry is scored
-without a change here. :func:`triplet_distances` computes them for one triplet.
+without a change here. Values are stored and reported under each spec's name
+(:attr:`~lpips_core.spec.MetricSpec.name`); a study stored under the short keys of earlier
+versions (``"lpips-alex"``, ``"lpips-alex-baseline"``, ``"dists-vgg"``) reads back under the
+same names (:func:`stored_key`). :func:`triplet_distances` computes them for one triplet.
 """
 
 from __future__ import annotations
 
-import dataclasses
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 import torch
 
-from lpips_core import metric_registry as _registry
-from lpips_core import metrics as _classic
+from lpips_core.spec import MetricSpec, parse_spec
 from lpips_core.sweeps import metric_many
 
 __all__ = [
     "CANT_TELL",
     "CHOICES",
-    "MetricVariant",
     "bootstrap_ci",
     "human_ceiling",
     "human_ceiling_scores",
     "judge_fractions",
-    "metric_variants",
     "prefers",
     "score_metric",
     "stored_distances",
+    "stored_key",
     "study_distances",
-    "summarise",
+    "summarize",
     "triplet_distances",
     "two_afc",
     "two_afc_scores",
@@ -57,7 +57,6 @@ __all__ = [
 #: The stored choices: 0 = the first copy (key 1) is closer, 1 = the second (key 2), 2 = can't tell (key 0).
 CANT_TELL = 2
 CHOICES = (0, 1, CANT_TELL)
-_NETS = {"alex": "AlexNet", "vgg": "VGG16", "squeeze": "SqueezeNet 1.1"}
 
 
 # --------------------------------------------------------------------------- the scoring itself
@@ -168,85 +167,43 @@ def bootstrap_ci(scores: Any, *, n_boot: int = 2000, seed: int = 0, level: float
 
 
 # --------------------------------------------------------------------------- which metrics
-@dataclasses.dataclass(frozen=True)
-class MetricVariant:
-    """One scored metric.
-
-    Attributes:
-        key: a stable column name (``"mse"``, ``"lpips-alex"``, ``"lpips-alex-baseline"``, ``"dists-vgg"``).
-        label: for people (``"LPIPS · AlexNet (baseline)"``).
-        higher_is_closer: PSNR and SSIM are similarities; the rest distances.
-        metric, net, lin: for a learned metric, what :func:`lpips_core.metric_registry.build` takes;
-            ``metric`` is ``None`` for the classic ones.
-        fn: for a classic metric, ``(a, b) → float`` on ``(H, W, 3)`` images in ``[0, 1]``.
-    """
-
-    key: str
-    label: str
-    higher_is_closer: bool = False
-    metric: str | None = None
-    net: str | None = None
-    lin: bool = True
-    fn: Callable[[np.ndarray, np.ndarray], float] | None = dataclasses.field(default=None, repr=False, compare=False)
-
-    @property
-    def learned(self) -> bool:
-        return self.metric is not None
-
-    def availability(self) -> tuple[bool, str]:
-        """``(True, source)`` for a classic metric; the registry's answer for a learned one (cheap)."""
-        if not self.learned:
-            return True, "computed"
-        return _registry.availability(self.metric, self.net)
+def stored_key(key: str) -> str:
+    """The spec name a stored metric key stands for (``"lpips-alex"`` → ``"lpips-alex-0.1-lin-[-1,1]"``,
+    ``"dists-vgg"`` → ``"dists-vgg-[0,1]"``, ``"mse"`` → ``"mse"``); a key that names no spec is kept as it is."""
+    try:
+        return parse_spec(key).name
+    except ValueError:
+        return key
 
 
-CLASSIC: tuple[MetricVariant, ...] = (
-    MetricVariant("mse", "MSE", False, fn=_classic.mse),
-    MetricVariant("psnr", "PSNR", True, fn=_classic.psnr),
-    MetricVariant("ssim", "SSIM", True, fn=_classic.ssim),
-)
+def triplet_distances(ref: np.ndarray, p0: np.ndarray, p1: np.ndarray, specs: Sequence[MetricSpec],
+                      models: Mapping[MetricSpec, Any]) -> dict[str, tuple[float, float]]:
+    """``spec name → (value for p0, value for p1)`` for each spec; a learned one needs ``models[spec]``.
 
-
-def metric_variants() -> list[MetricVariant]:
-    """MSE, PSNR, SSIM, then each registry metric × net (and its baseline where it has one)."""
-    out = list(CLASSIC)
-    for name, info in _registry.METRICS.items():
-        for net in info.nets:
-            label = f"{info.label} · {_NETS.get(net, net)}"
-            out.append(MetricVariant(f"{name}-{net}", label, metric=name, net=net))
-            if info.has_baseline:
-                out.append(MetricVariant(f"{name}-{net}-baseline", f"{label} (baseline)", metric=name, net=net,
-                                         lin=False))
-    return out
-
-
-def triplet_distances(ref: np.ndarray, p0: np.ndarray, p1: np.ndarray, variants: Sequence[MetricVariant],
-                      models: Mapping[str, Any]) -> dict[str, tuple[float, float]]:
-    """``key → (value for p0, value for p1)`` for each variant; a learned one needs ``models[key]``.
-
-    A learned variant whose model is missing or ``None`` is left out (unavailable weights).
+    A learned spec whose model is missing or ``None`` is left out (unavailable weights).
 
     Args:
         ref, p0, p1: ``(H, W, 3)`` float images in ``[0, 1]``, the same shape (H, W ≥ 11).
-        models: ``key → model`` as :func:`lpips_core.metric_registry.build` gives it.
+        models: ``spec → model`` (:meth:`MetricSpec.build`, or the app's cached getter).
     """
     out: dict[str, tuple[float, float]] = {}
-    for v in variants:
-        if not v.learned:
-            out[v.key] = (float(v.fn(ref, p0)), float(v.fn(ref, p1)))
+    for spec in specs:
+        if not spec.learned:
+            out[spec.name] = (spec.classic(ref, p0), spec.classic(ref, p1))
             continue
-        model = models.get(v.key)
+        model = models.get(spec)
         if model is None:
             continue
-        total = metric_many(model, ref, [p0, p1], metric=v.metric).total
+        total = metric_many(model, ref, [p0, p1], spec=spec).total
         d = np.asarray(total.detach().cpu(), dtype=np.float64)
-        out[v.key] = (float(d[0]), float(d[1]))
+        out[spec.name] = (float(d[0]), float(d[1]))
     return out
 
 
 def stored_distances(rows: Sequence[Mapping[str, tuple[float, float]] | None]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """``key → (d0, d1)`` over a study's triplets from each triplet's stored ``{key: (d0, d1)}``
-    (:attr:`lpips_explorer.study.store.TripletRow.distances`); only keys every triplet has.
+    """``spec name → (d0, d1)`` over a study's triplets from each triplet's stored ``{name: (d0, d1)}``
+    (:attr:`lpips_explorer.study.store.TripletRow.distances`, read under :func:`stored_key`); only
+    names every triplet has.
 
     Raises:
         ValueError: a triplet has no stored values (``None``).
@@ -269,14 +226,14 @@ def score_metric(d0: Any, d1: Any, h: Any, *, higher_is_closer: bool = False, n_
     return {"score": float(s.mean()) if s.size else float("nan"), "low": lo, "high": hi, "n": int(s.size)}
 
 
-def study_distances(triplets: Sequence[Any], variants: Sequence[MetricVariant],
-                    models: Mapping[str, Any]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """``key → (d0, d1)``, each ``(T,)``, for many triplets at once (learned metrics in a few batches).
+def study_distances(triplets: Sequence[Any], specs: Sequence[MetricSpec],
+                    models: Mapping[MetricSpec, Any]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """``spec name → (d0, d1)``, each ``(T,)``, for many triplets at once (learned metrics in a few batches).
 
     Args:
         triplets: objects with ``ref``, ``p0``, ``p1`` (``(H, W, 3)`` float in ``[0, 1]``, one size),
             e.g. :class:`~lpips_explorer.study.triplets.Triplet`.
-        models: ``key → model``; a learned variant whose model is missing or ``None`` is left out.
+        models: ``spec → model``; a learned spec whose model is missing or ``None`` is left out.
 
     Equals :func:`triplet_distances` triplet by triplet (the same network on the same inputs,
     batched; float32 batching may differ in the last bits).
@@ -284,29 +241,29 @@ def study_distances(triplets: Sequence[Any], variants: Sequence[MetricVariant],
     if not triplets:
         return {}
     out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-    for v in variants:
-        if not v.learned:
-            out[v.key] = (np.array([v.fn(t.ref, t.p0) for t in triplets], dtype=np.float64),
-                          np.array([v.fn(t.ref, t.p1) for t in triplets], dtype=np.float64))
+    for spec in specs:
+        if not spec.learned:
+            out[spec.name] = (np.array([spec.classic(t.ref, t.p0) for t in triplets], dtype=np.float64),
+                              np.array([spec.classic(t.ref, t.p1) for t in triplets], dtype=np.float64))
             continue
-        model = models.get(v.key)
+        model = models.get(spec)
         if model is None:
             continue
-        prep = lambda img: _registry.prepare_input(v.metric, img)  # noqa: E731
-        x = torch.cat([prep(t.ref) for t in triplets for _ in (0, 1)])
-        y = torch.cat([prep(im) for t in triplets for im in (t.p0, t.p1)])
+        spec.check_model(model)
+        x = torch.cat([spec.prepare(t.ref) for t in triplets for _ in (0, 1)])
+        y = torch.cat([spec.prepare(im) for t in triplets for im in (t.p0, t.p1)])
         step = max(1, model.images_per_batch(*x.shape[-2:]) // 2)
         parts = [model.compare(a, b, spatial=False).total for a, b in zip(x.split(step), y.split(step))]
         d = np.asarray(torch.cat(parts).detach().cpu(), dtype=np.float64).reshape(-1, 2)
-        out[v.key] = (d[:, 0].copy(), d[:, 1].copy())
+        out[spec.name] = (d[:, 0].copy(), d[:, 1].copy())
     return out
 
 
-def summarise(
+def summarize(
     distances: Mapping[str, tuple[Any, Any]],
     families: Sequence[str],
     judgements: Iterable[tuple[str, int, int]],
-    variants: Sequence[MetricVariant],
+    specs: Sequence[MetricSpec],
     *,
     session: str | None = None,
     n_boot: int = 2000,
@@ -315,10 +272,10 @@ def summarise(
     """A whole study's results, as plain JSON-able values.
 
     Args:
-        distances: ``key → (d0, d1)``, each ``(T,)`` over the study's triplets (:func:`study_distances`).
+        distances: ``spec name → (d0, d1)``, each ``(T,)`` over the study's triplets (:func:`study_distances`).
         families: ``(T,)`` each triplet's family.
         judgements: ``(session, triplet index, choice)`` for every judgement.
-        variants: the metrics to score, in the order to show them; one missing from ``distances``
+        specs: the metrics to score, in the order to show them; one missing from ``distances``
             is listed under ``"unavailable"``.
         session: also score this session alone (``"you"``).
         n_boot, seed: the bootstrap.
@@ -326,7 +283,8 @@ def summarise(
     Returns:
         ``{"n_triplets", "n_judges", "n_judgements", "class", "you", "per_triplet", "unavailable", "cant_tell"}``,
         where ``class`` (and ``you``, or ``None``) holds ``metrics`` (a list of ``{key, label, score,
-        low, high, n}``), ``ceiling`` (same keys) and ``by_family`` (``family → {key: score, …,
+        low, high, n}``, ``key`` the spec's name),
+        ``ceiling`` (same keys) and ``by_family`` (``family → {key: score, …,
         "ceiling": …, "n": …}``); ``per_triplet`` lists ``{index, family, h, n, votes, scores: {key: score}}``
         for each judged triplet, ``votes`` the number of judges choosing copy 1, copy 2 and "can't tell".
     """
@@ -335,7 +293,7 @@ def summarise(
     for key, (d0, d1) in distances.items():
         if len(d0) != n or len(d1) != n:
             raise ValueError(f"{key}: {len(d0)}/{len(d1)} values for {n} triplets")
-    usable = [v for v in variants if v.key in distances]
+    usable = [s for s in specs if s.name in distances]
 
     def block(rows: list[tuple[str, int, int]], *, by_family: bool) -> dict[str, Any] | None:
         fr = judge_fractions([t for _, t, _ in rows], [c for _, _, c in rows])
@@ -346,10 +304,10 @@ def summarise(
             raise ValueError(f"a judgement names triplet {int(idx.max())}, the study has {n}")
         h = np.array([fr[i][0] for i in idx])
         out: dict[str, Any] = {"metrics": [], "h": h, "idx": idx}
-        for i, v in enumerate(usable):
-            d0, d1 = (np.asarray(d, dtype=np.float64)[idx] for d in distances[v.key])
-            out["metrics"].append({"key": v.key, "label": v.label,
-                                   **score_metric(d0, d1, h, higher_is_closer=v.higher_is_closer,
+        for i, s in enumerate(usable):
+            d0, d1 = (np.asarray(d, dtype=np.float64)[idx] for d in distances[s.name])
+            out["metrics"].append({"key": s.name, "label": s.label,
+                                   **score_metric(d0, d1, h, higher_is_closer=s.higher_is_better,
                                                   n_boot=n_boot, seed=seed + i)})
         c = human_ceiling_scores(h)
         lo, hi = bootstrap_ci(c, n_boot=n_boot, seed=seed)
@@ -361,9 +319,9 @@ def summarise(
             for f in dict.fromkeys(fam):
                 m = fam == f
                 entry = {"n": int(m.sum()), "ceiling": float(c[m].mean())}
-                for v in usable:
-                    d0, d1 = (np.asarray(d, dtype=np.float64)[idx][m] for d in distances[v.key])
-                    entry[v.key] = two_afc(d0, d1, h[m], higher_is_closer=v.higher_is_closer)
+                for s in usable:
+                    d0, d1 = (np.asarray(d, dtype=np.float64)[idx][m] for d in distances[s.name])
+                    entry[s.name] = two_afc(d0, d1, h[m], higher_is_closer=s.higher_is_better)
                 out["by_family"][str(f)] = entry
         return out
 
@@ -377,9 +335,9 @@ def summarise(
             votes.setdefault(int(t), [0, 0, 0])[int(c)] += 1
         for k, (i, hv) in enumerate(zip(whole["idx"], whole["h"])):
             scores = {}
-            for v in usable:
-                d0, d1 = (float(np.asarray(d, dtype=np.float64)[i]) for d in distances[v.key])
-                scores[v.key] = float(two_afc_scores([d0], [d1], [hv], higher_is_closer=v.higher_is_closer)[0])
+            for s in usable:
+                d0, d1 = (float(np.asarray(d, dtype=np.float64)[i]) for d in distances[s.name])
+                scores[s.name] = float(two_afc_scores([d0], [d1], [hv], higher_is_closer=s.higher_is_better)[0])
             per_triplet.append({"index": int(i), "family": str(families[i]), "h": float(hv),
                                 "n": counts[int(i)][1], "votes": votes[int(i)], "scores": scores})
     for b in (whole, you):
@@ -393,5 +351,5 @@ def summarise(
         "class": whole,
         "you": you,
         "per_triplet": per_triplet,
-        "unavailable": [v.key for v in variants if v.key not in distances],
+        "unavailable": [s.name for s in specs if s.name not in distances],
     }

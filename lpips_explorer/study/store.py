@@ -16,8 +16,10 @@ Tables (schema version :data:`SCHEMA_VERSION` = 3):
 - ``triplets(id, study_id, idx, family, recipe, digest, ref_png, p0_png, p1_png, distances)``:
   ``recipe`` the JSON of a :class:`~lpips_explorer.study.triplets.Recipe`, ``digest`` the SHA-256
   of its rendered pixels; the three 8-bit PNGs students are shown and ``distances``, the JSON
-  ``{metric key: [value for copy 1, value for copy 2]}`` computed on those PNGs' pixels when the
-  study was created (:mod:`lpips_explorer.study.prepare`), so that answering computes nothing;
+  ``{metric spec name: [value for copy 1, value for copy 2]}`` computed on those PNGs' pixels when
+  the study was created (:mod:`lpips_explorer.study.prepare`), so that answering computes nothing
+  (a study stored under the short keys of earlier versions, ``"lpips-alex"``, reads back under
+  the spec names);
 - ``judgements(id, study_id, session, triplet_idx, choice, response_ms, created)``: ``session``
   an anonymous participant id (:func:`lpips_explorer.study.access.participant_id`: a hash of the
   token in the student's link; no name, no address), ``choice`` 0 (first copy), 1 (second copy)
@@ -59,7 +61,7 @@ from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError, OperationalError
 
-from lpips_explorer.study.scoring import CHOICES
+from lpips_explorer.study.scoring import CHOICES, stored_key
 
 __all__ = [
     "BUSY_TIMEOUT_MS",
@@ -283,9 +285,11 @@ def _distances_json(d: Mapping[str, Sequence[float]]) -> str:
 
 
 def _distances_from(text: str | None) -> dict[str, tuple[float, float]] | None:
+    """The stored JSON under spec names (:func:`~lpips_explorer.study.scoring.stored_key`: a study
+    stored under earlier short keys such as ``"lpips-alex"`` reads back like a new one)."""
     if text is None:
         return None
-    return {k: (float(v[0]), float(v[1])) for k, v in json.loads(text).items()}
+    return {stored_key(k): (float(v[0]), float(v[1])) for k, v in json.loads(text).items()}
 
 
 def _png(value: Any, name: str) -> bytes:
@@ -427,7 +431,7 @@ class StudyStore:
                 and ``family``), in the order students see them.
             digests: the SHA-256 of each triplet's pixels (lets a later version notice drift).
             pngs: each triplet's ``(reference, copy 1, copy 2)`` PNG bytes as shown to students.
-            distances: each triplet's ``{metric key: (value for copy 1, value for copy 2)}``.
+            distances: each triplet's ``{spec name: (value for copy 1, value for copy 2)}``.
             lecturer_key: the key that opens the lecturer view (default: drawn here).
 
         Raises:

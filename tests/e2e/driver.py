@@ -72,7 +72,8 @@ IDLE = "[data-testid='stApp'][data-test-script-state='notRunning']"
 #: The first metric value on the page (Debug a score's LPIPS), or ``null``.
 FIRST_METRIC_JS = """() => { const v = document.querySelector("[data-testid='stMain'] [data-testid='stMetricValue']");
   return v ? v.innerText.trim() : null; }"""
-LOAD_LINE = re.compile(r"lpips-explorer: loaded model net=(\S+) version=(\S+) lin=(\S+) device=(\S+)")
+#: The server's line for each model really built (:func:`ui.models._load`): the model's spec name and device.
+LOAD_LINE = re.compile(r"lpips-explorer: loaded model (\S+) device=(\S+)")
 
 #: Injected before any page script: counts finished script runs (every change of the app's
 #: script state into ``notRunning``) and remembers when the state last changed, so a test can
@@ -267,7 +268,7 @@ class Server:
         return self.log_path.read_text(errors="replace")
 
     def model_loads(self) -> Counter:
-        """How many times each ``(net, version, lin, device)`` was really built, from the log."""
+        """How many times each ``(model spec name, device)`` was really built, from the log."""
         return Counter(LOAD_LINE.findall(self.log()))
 
     def assert_healthy(self) -> None:

@@ -114,7 +114,7 @@ def test_inside_a_layer_charts_and_tables_fit(server, browser, size):
         _done(ap)
         _fits(ap, f"inside-a-layer-{size[0]}")
         text = ap.main_text()
-        assert "AlexNet (AlexNet" not in text and "Model: AlexNet, v0.1, lin" in text
+        assert "AlexNet (AlexNet" not in text and "Model: LPIPS · AlexNet, v0.1, lin (sidebar)" in text
         assert "None" not in ap.table("mean of all nine = d_l").get("mean of all nine = d_l", [])
         ap.assert_alive()
     finally:

@@ -20,7 +20,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 import sqlalchemy as sa
 
-from lpips_core import metric_registry
+from lpips_core.spec import MetricSpec, standard_specs
 from lpips_explorer.study import access, scoring
 from lpips_explorer.study import prepare as P
 from lpips_explorer.study import store as S
@@ -40,8 +40,9 @@ PATCHES_JS = """() => [...document.querySelectorAll("[data-testid='stMain'] img"
 
 def _new_study(store, n: int, seed: int, reveal: str = "end"):
     recipes = T.make_recipes(n, families=["shift-vs-blur"], seed=seed)
-    variants = [v for v in scoring.metric_variants() if not v.learned or v.key == "lpips-alex"]
-    done = P.prepare(recipes, variants, {"lpips-alex": metric_registry.build("lpips", "alex")})
+    alex = MetricSpec("lpips", net="alex")
+    variants = [s for s in standard_specs() if not s.learned] + [alex]
+    done = P.prepare(recipes, variants, {alex: alex.build()})
     return store.create_study(recipes, families=["shift-vs-blur"], seed=seed, reveal=reveal,
                               digests=[d.digest for d in done], pngs=[d.pngs for d in done],
                               distances=[d.distances for d in done])

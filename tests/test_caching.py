@@ -1,0 +1,127 @@
+"""lpips_core.caching: the content digest every cache keys by, and the bounded LRU."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+
+import numpy as np
+import pytest
+import torch
+
+from lpips_core.caching import LRU, content_digest
+from lpips_core.protocol import FeatureCache
+
+
+# --------------------------------------------------------------------------- content_digest
+def test_digest_is_blake2b_of_framed_parts():
+    """The recipe, spelled out: each part framed by its kind and length, then BLAKE2b (16 bytes)."""
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    h = hashlib.blake2b(digest_size=16)
+    h.update(b"a(2, 3)<f4:" + a.tobytes())
+    h.update(b"b3:abc")
+    h.update(b"r5:'txt'")
+    assert content_digest(a, b"abc", "txt") == h.hexdigest()
+    assert len(content_digest(b"x")) == 32 and len(content_digest(b"x", size=8)) == 16
+
+
+def test_digest_changes_with_any_bit_shape_or_dtype_and_only_with_them():
+    a = np.random.default_rng(0).random((4, 5, 3)).astype(np.float32)
+    assert content_digest(a) == content_digest(a.copy()) == content_digest(np.asfortranarray(a))
+    b = a.copy()
+    b.view(np.uint32)[1, 2, 0] ^= 1  # one bit of one value
+    assert content_digest(b) != content_digest(a)
+    assert content_digest(a.reshape(5, 4, 3)) != content_digest(a)  # the same bytes, another shape
+    assert content_digest(a.astype(np.float64)) != content_digest(a)
+    assert content_digest(torch.from_numpy(a)) == content_digest(a)  # a tensor is its values
+    assert content_digest(a[:, ::2]) == content_digest(np.ascontiguousarray(a[:, ::2]))  # a view, by value
+    # framing: the parts' boundaries count
+    assert content_digest("ab", "c") != content_digest("a", "bc")
+    assert content_digest(b"ab", b"c") != content_digest(b"a", b"bc")
+    assert content_digest(("a", 1)) != content_digest("a", 1) and content_digest(1) != content_digest("1")
+    assert content_digest(np.zeros((0, 3))) != content_digest(np.zeros((3, 0)))
+
+
+def test_digest_errors():
+    with pytest.raises(TypeError, match="got dict"):
+        content_digest({"a": 1})
+    for size in (0, 65, True, 1.5):
+        with pytest.raises(ValueError, match="size must be an int from 1 to 64"):
+            content_digest(b"x", size=size)
+
+
+def test_the_feature_cache_keys_by_the_content_digest():
+    x = torch.rand(1, 3, 8, 8)
+    assert FeatureCache.key(x) == content_digest(x) == FeatureCache.key(x.clone())
+    assert FeatureCache.key(x) != FeatureCache.key(x.double())
+
+
+# --------------------------------------------------------------------------- LRU
+def test_lru_keeps_the_most_recent_entries():
+    lru = LRU(3)
+    for k in "abc":
+        lru.put(k, k.upper())
+    assert lru.get("a") == "A"  # now the most recent
+    lru.put("d", "D")
+    assert lru.keys() == ["c", "a", "d"] and "b" not in lru and len(lru) == 3
+    lru.put("c", "C2")  # replacing makes it the most recent
+    assert lru.keys() == ["a", "d", "c"] and lru.get("c") == "C2"
+    assert lru.get("zz", 7) == 7 and lru.pop("a") == "A" and lru.pop("a", None) is None
+    lru.put("n", None)
+    assert "n" in lru and lru.get("n", "absent") is None  # None is a value like any other
+    lru.update({"x": 1, "y": 2})
+    assert lru.keys() == ["n", "x", "y"]  # "d" then "c" went first
+    lru.clear()
+    assert len(lru) == 0 and lru.nbytes == 0
+
+
+def test_lru_bounded_by_bytes():
+    lru = LRU(10, max_bytes=100, sizeof=len)
+    lru.put("a", b"x" * 40)
+    lru.put("b", b"x" * 40)
+    assert lru.nbytes == 80
+    lru.put("c", b"x" * 30)  # 110 > 100: the least recent goes
+    assert lru.keys() == ["b", "c"] and lru.nbytes == 70
+    lru.put("big", b"x" * 101)  # larger than the budget: not kept, nothing dropped
+    assert lru.keys() == ["b", "c"] and lru.nbytes == 70
+    lru.put("b", b"x")  # a replaced entry's bytes are given back
+    assert lru.nbytes == 31
+
+
+def test_lru_get_or_compute_computes_once_per_key():
+    calls = []
+    lru = LRU(2)
+    assert lru.get_or_compute("k", lambda: calls.append(1) or "v") == "v"
+    assert lru.get_or_compute("k", lambda: calls.append(1) or "w") == "v"
+    assert calls == [1]
+
+
+def test_lru_under_threads_stays_within_its_bound():
+    lru = LRU(16)
+    errors = []
+
+    def work(t: int) -> None:
+        try:
+            for i in range(2000):
+                key = (t * 7 + i) % 40
+                if lru.get_or_compute(key, lambda: key * 2) != key * 2:
+                    errors.append(key)
+        except Exception as exc:  # noqa: BLE001 - any exception is the failure being tested for
+            errors.append(repr(exc))
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(8)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert errors == [] and len(lru) == 16
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(max_entries=0), "max_entries must be an int ≥ 1"),
+    (dict(max_entries=True), "max_entries must be an int ≥ 1"),
+    (dict(max_entries=2, max_bytes=10), "max_bytes needs sizeof"),
+])
+def test_lru_errors(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        LRU(**kwargs)
