@@ -30,6 +30,7 @@ from lpips_core.datasets.loader import MISMATCH_POLICIES
 from lpips_core.datasets.maps import worst_maps
 from lpips_core.datasets.methods import compare_methods, same_ranking
 from lpips_core.datasets.score import package_versions
+from lpips_core.spec import MetricSpec
 from lpips_core.images import DEFAULT_MAX_PIXELS
 from lpips_explorer import dataset_view as view
 from lpips_explorer.figures.datasets import distributions
@@ -130,28 +131,27 @@ def over_budget(dataset: dict) -> str | None:
 
 
 # --------------------------------------------------------------------------- scoring
-@st.cache_resource(show_spinner="Loading the metrics' networks…", max_entries=8)
-def get_scorer(names: tuple[str, ...], device: str) -> Scorer:
-    scorer = Scorer(names, device=device)
-    scorer.build_all()
-    return scorer
+def model_of(spec):
+    """The app's cached model of a learned ``spec`` (:func:`ui.get_model`, keyed by its model).
+
+    Raises:
+        WeightsUnavailable: its weights are not here (the getter has shown why and the fix).
+    """
+    model = ui.get_model(spec)
+    if model is None:
+        raise WeightsUnavailable(f"{parse_spec(spec).label} cannot be loaded (see above)")
+    return model
 
 
-@st.cache_resource(show_spinner="Loading the model…", max_entries=4)
-def get_spec_model(name: str, device: str):
-    """The model of one spec with its own head (a baseline's maps need the baseline model; the
-    scorer keeps one model per metric, net and version, with lin weights)."""
-    return parse_spec(name).build(device)
-
-
-def spec_model(spec, names: tuple[str, ...]):
-    """The cached model that computes ``spec`` exactly (lin or baseline head)."""
-    model = get_scorer(names, ui.device_name()).model(spec)
-    return model if getattr(model, "lin", True) == spec.lin else get_spec_model(spec.name, ui.device_name())
+def scorer_for(names: tuple[str, ...]) -> Scorer:
+    """A scorer of ``names`` on the app's cached models (one per metric, net and version, lin weights)."""
+    specs = [s for s in map(parse_spec, names) if s.learned]
+    return Scorer(names, device=ui.device_name(),
+                  models={(s.metric, s.net, s.version): model_of(s.model_spec.replace(lin=True)) for s in specs})
 
 
 def run_scoring(dataset: dict, names: tuple[str, ...], mismatch: str) -> dict:
-    scorer = get_scorer(names, ui.device_name())
+    scorer = scorer_for(names)
     bar = st.progress(0.0, text="Scoring…")
     methods = list(dataset["methods"].items())
     runs, discoveries = {}, {}
@@ -213,10 +213,7 @@ def run_explain(disc, reported: float, written: str | None, search_all: bool, ne
     models = {}
     for net in nets:
         for v in versions:
-            model = ui.get_model(net, v, True)
-            if model is None:
-                raise WeightsUnavailable(f"the {ui.NET_LABELS[net]} v{v} weights cannot be loaded (see above)")
-            models[(net, v)] = model
+            models[(net, v)] = model_of(MetricSpec("lpips", net=net, version=v, lin=True))
     bar = st.progress(0.0, text=f"Scoring {len(disc.pairs)} pairs under every configuration…")
     ex = explain(disc, reported, name=written or None, use_name=not search_all, nets=nets,
                  sizes=[None if s == "native" else s for s in sizes], mismatch=mismatch, models=models,
@@ -402,9 +399,11 @@ with box:
             try:
                 with ui.heavy_job("Measuring diversity"):
                     with st.spinner("One forward pass per image, then all pairs…"):
-                        result["diversity"] = view.folder_diversity(spec_model(dspec, names), dspec, result["folders"])
+                        result["diversity"] = view.folder_diversity(model_of(dspec), dspec, result["folders"])
             except JobsBusy as exc:
                 st.error(str(exc))
+            except (ValueError, TypeError, WeightsUnavailable) as exc:
+                st.error(ui.md_escape(str(exc), links=True))
         if "diversity" in result:
             div = result["diversity"]
             table(div if div["note"].any() else div.drop(columns=["note"]), "ds_diversity_table",
@@ -423,7 +422,7 @@ else:
     if "maps" not in result:  # computed once per scoring, not on every rerun
         try:
             with ui.heavy_job("Drawing the worst pairs' maps"):
-                found = worst_maps(spec_model(spec, names), spec,
+                found = worst_maps(model_of(spec), spec,
                                    {label: (result["discoveries"][label], run.rows)
                                     for label, run in result["runs"].items()}, k=WORST, mismatch=result["mismatch"])
                 result["maps"] = [map_overlay(m.image, m.map, value_name=f"{spec.label} term", height=300,
