@@ -45,7 +45,6 @@ SOURCES = ("Built-in demo set", "A zip of folders", "Two sets of files")
 DEFAULT_METRICS = ("mse", "psnr", "ssim", "lpips-alex")
 OPTIONAL_METRICS = ("lpips-alex-0.1-baseline", "lpips-vgg", "stlpips-alex", "dists")
 METRIC_OPTIONS = tuple(parse_spec(m).name for m in DEFAULT_METRICS + OPTIONAL_METRICS)
-EXPLAIN_SIZES = ("native", 64, 256)
 WORST = 10
 TOP = 10
 NONE = "(none)"
@@ -249,7 +248,9 @@ def explain_section(result: dict, signature: tuple) -> None:
     nets = c4.multiselect("Backbones", available, key="ds_explain_nets", format_func=ui.NET_LABELS.get,
                           help="Default: what the name says, else every backbone whose weights are here. "
                                "VGG16 takes about ten times AlexNet's time on a CPU.")
-    sizes = c5.multiselect("Sizes", EXPLAIN_SIZES, default=list(EXPLAIN_SIZES), key="ds_explain_sizes",
+    offered = view.explain_sizes(result["runs"][target].rows)
+    sizes = c5.multiselect("Sizes", offered, default=[s for s in offered if s in ("native", 64, 256)],
+                           key="ds_explain_sizes",
                            format_func=lambda s: s if s == "native" else ui.size_text(s, s),
                            help="Both images resized to this square before the network; native: as they are.")
     if st.button("Find the configuration", type="primary", key="ds_explain_go"):
@@ -274,7 +275,7 @@ def explain_section(result: dict, signature: tuple) -> None:
                + f", over {ex['pairs']} pairs of {ui.md_escape(target)}. Searched "
                + ui.md_escape(view.search_text(ex)) + ".")
     frame = view.explain_frame(ex, top=TOP)
-    table(frame.drop(columns=["spec"]), "ds_explain_table")
+    table(frame.drop(columns=["spec"]), "ds_explain_table", ("mean", "z"))
     st.caption("Closest first (the top 10). ★: the 95 % interval of the mean holds the reported value; z: standard "
                "errors (std/√n) from it; same values: configurations that give the same number for every pair "
                "here (e.g. 256 px on 256 px images and native), merged into the row"

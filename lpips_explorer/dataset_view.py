@@ -9,6 +9,7 @@ metric name is read, and each folder's diversity.
   search by default.
 - :func:`explain_frame`, :func:`search_text`: an :class:`~lpips_core.datasets.explain.Explanation`
   (its JSON) as a table that fits a laptop's page, and what was searched.
+- :func:`explain_sizes`: the sizes the explain search offers (the images' own side among them).
 - :func:`folder_diversity`: the mean distance over all pairs of each folder's images with its
   interval over images, through the embedding (:mod:`lpips_core.space`).
 """
@@ -24,7 +25,7 @@ import pandas as pd
 from lpips_core.datasets.explain import describe_hints, parse_name
 from lpips_core.spec import NET_LABELS, parse_spec
 
-__all__ = ["NameReading", "explain_frame", "folder_diversity", "name_reading", "pairs_frame", "search_text",
+__all__ = ["NameReading", "explain_frame", "explain_sizes", "folder_diversity", "name_reading", "pairs_frame", "search_text",
            "summary_frame", "versus_frame"]
 
 
@@ -107,23 +108,42 @@ def explain_frame(explained: dict, *, top: int | None = None) -> pd.DataFrame:
     """The ranked configurations of an explanation (:meth:`Explanation.to_json`), closest first.
 
     Columns: ``★`` (the 95 % interval holds the reported value), ``configuration`` (its label),
-    ``same values`` (the labels of the configurations that give the same numbers on this data,
-    merged into this row), ``mean``, ``95% CI`` (text, ``"0.1012–0.1187"``), ``z`` (standard
-    errors from the reported value), ``name`` (``✓`` where the row matches the written name;
-    left out when no name was given) and ``spec`` (the row's spec name, for ``--metrics``).
+    ``mean``, ``95% CI`` (text, ``"0.1012–0.1187"``), ``z`` (standard errors from the reported
+    value), ``name`` (``✓`` where the row matches the written name; left out when no name was
+    given), ``same values`` (the labels of the configurations that give the same numbers on this
+    data, merged into this row; the long text last, so the short columns stay in view) and
+    ``spec`` (the row's spec name, for ``--metrics``).
     """
     rows = []
     named = explained.get("name") is not None
     for c in explained["candidates"][:top]:
         lo, hi = c["ci95"]
-        row = {"★": "★" if c["holds_reported"] else "", "configuration": c["label"],
-               "same values": _labels(c["same"][1:]), "mean": c["mean"],
+        row = {"★": "★" if c["holds_reported"] else "", "configuration": c["label"], "mean": c["mean"],
                "95% CI": "—" if lo is None else f"{lo:.4f}–{hi:.4f}", "z": c["z"]}
         if named:
             row["name"] = "✓" if c["matches_name"] else ""
+        row["same values"] = _labels(c["same"][1:])
         row["spec"] = c["config"]
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def explain_sizes(rows: Sequence[dict], base: Sequence[int] = (64, 224, 256)) -> list:
+    """The sizes to offer the explain search: ``"native"``, then ``base`` with the references'
+    common side added when every scored pair's reference is one square size (a paper that resized
+    to the images' own size computed the native number: the search shows the two merged).
+
+    Args:
+        rows: a run's rows (``reference_size`` as ``"96x96"``; error rows are ignored).
+        base: the usual sides (ascending).
+    """
+    sizes = {r["reference_size"] for r in rows if not r.get("error_kind") and r.get("reference_size")}
+    sides = set(base)
+    if len(sizes) == 1:
+        h, _, w = next(iter(sizes)).partition("x")
+        if h.isdigit() and h == w:
+            sides.add(int(h))
+    return ["native", *sorted(sides)]
 
 
 def search_text(explained: dict) -> str:

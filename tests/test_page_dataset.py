@@ -7,6 +7,7 @@ import json
 import pytest
 
 from apptest_helpers import frame, ok, row
+from lpips_core import space
 from lpips_core.datasets import match_folders, parse_spec, score_pairs
 from lpips_explorer.demo_dataset import make_demo
 from lpips_core.datasets.methods import compare_methods
@@ -20,11 +21,15 @@ LPIPS = NAMES[-1]
 def expected(tmp_path_factory):
     """The demo set written afresh (bit for bit the page's) and scored by the library."""
     demo = make_demo(tmp_path_factory.mktemp("demo"))
-    return {label: score_pairs(match_folders(demo.reference, folder), NAMES, workers=0)
+    runs = {label: score_pairs(match_folders(demo.reference, folder), NAMES, workers=0)
             for label, folder in demo.methods.items()}
+    runs["demo"] = demo
+    return runs
 
 
 def test_demo_set_scores_equal_the_library(app, expected):
+    expected = dict(expected)
+    demo = expected.pop("demo")
     at = ok(app.run())
     at = ok(at.switch_page(PAGE).run())
     assert at.session_state["ds_metrics"] == list(NAMES)
@@ -65,6 +70,59 @@ def test_demo_set_scores_equal_the_library(app, expected):
                    key=lambda t: -t[0])[:10]
     titles = [json.loads(c.proto.spec)["layout"]["title"]["text"] for c in charts[1:]]
     assert titles == [f"{i}. {label} · {key} · {v:.4f}" for i, (v, label, key) in enumerate(worst, 1)]
+
+    # each folder's diversity: lpips_core.space.diversity of its embedding (jackknife over images)
+    at.session_state["ds_diversity"] = True
+    at = ok(at.run())
+    div = frame(at, "diversity")
+    spec = parse_spec(LPIPS)
+    model = spec.build("cpu")
+    folders = {"reference": demo.reference, **demo.methods}
+    assert list(div["folder"]) == list(folders)
+    for (_, got), folder in zip(div.iterrows(), folders.values()):
+        want = space.diversity(space.embed(model, folder, spec=spec))
+        assert got["images"] == 12
+        assert [got["diversity"], got["95% CI low"], got["95% CI high"]] == pytest.approx(
+            [want["mean"], *want["ci95"]], rel=1e-6)
+    assert any("LPIPS space" in link.label for link in at.get("page_link"))
+
+
+def test_explain_finds_the_vgg_number_first(app, expected):
+    """A number made with LPIPS · VGG16 on the blur's pairs, written "LPIPS (VGG)": the page reads
+    the name, searches VGG16 only, ranks LPIPS · VGG16 first (its 96-px twin merged into the row, as
+    the demo's images are 96 px) and says how many configurations hold the number."""
+    demo = expected["demo"]
+    vgg = parse_spec("lpips-vgg")
+    reported = score_pairs(match_folders(demo.reference, demo.methods["A-blur"]), [vgg.name],
+                           workers=0).summary["metrics"][vgg.name]["mean"]
+    at = ok(app.run())
+    at = ok(at.switch_page(PAGE).run())
+    at = ok(at.multiselect(key="ds_metrics").set_value(["mse"]).run())
+    at = ok(at.button(key="ds_score").click().run())
+    assert at.selectbox(key="ds_explain_method").value == "A-blur"
+    at = ok(at.text_input(key="ds_written").set_value("LPIPS (VGG)").run())
+    assert at.session_state["ds_explain_nets"] == ["vgg"]  # the name narrowed the backbones
+    assert any(c.value.startswith("The name says: backbone VGG16 (from 'VGG').") for c in at.caption)
+    assert at.multiselect(key="ds_explain_sizes").options == ["native", "64×64 px", "96×96 px", "224×224 px", "256×256 px"]
+    at.number_input(key="ds_reported").set_value(reported)
+    at = ok(at.multiselect(key="ds_explain_sizes").set_value(["native", 96]).run())
+    at = ok(at.button(key="ds_explain_go").click().run())
+
+    ex = at.session_state["ds_explained"][1]
+    shown = frame(at, "same values")
+    top = shown.iloc[0]
+    assert top["configuration"] == "LPIPS · VGG16" and top["★"] == "★" and top["name"] == "✓"
+    assert top["mean"] == pytest.approx(reported, rel=1e-6) and abs(top["z"]) < 1e-4
+    assert top["same values"] == "LPIPS · VGG16 (96 px)"  # equal values on 96-px images: one row
+    assert set(shown["configuration"].str.slice(0, 13)) == {"LPIPS · VGG16"}  # VGG16 only
+    assert len(shown) == 10 and len(ex["candidates"]) == 24  # 48 configurations, merged in pairs
+    holding = sum(c["holds_reported"] for c in ex["candidates"])
+    assert ex["verdict"] == ("one" if holding == 1 else "several")
+    sentence = (f"One configuration's 95% interval holds {reported:g}: {vgg.name}." if holding == 1 else
+                f"{holding} configurations' 95% intervals hold {reported:g}: this data cannot tell them apart "
+                "(more pairs narrow the intervals).")
+    shown_verdict = at.success if holding == 1 else at.warning
+    assert [m.value.replace("\\", "") for m in shown_verdict] == [sentence]
 
 
 def _zip(members: dict[str, bytes]) -> bytes:
