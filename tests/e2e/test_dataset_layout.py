@@ -27,9 +27,10 @@ FIT_JS = """(key) => {
           rows: [...t.querySelectorAll('tbody tr')].map(r => [...r.querySelectorAll('th, td')].map(x => x.innerText.trim()))};
 }"""
 TITLES_JS = """() => [...document.querySelectorAll("[data-testid='stMain'] [data-testid='stPlotlyChart']")]
-  .map(c => { const t = c.querySelector('.gtitle'); if (!t) return null;
-    const r = t.getBoundingClientRect(), b = c.getBoundingClientRect();
-    return {text: t.textContent, inside: r.left >= b.left - 1 && r.right <= b.right + 1}; })
+  .map(c => { const t = c.querySelector('.gtitle'), cb = c.querySelector('.cbtitle text'); if (!t) return null;
+    const b = c.getBoundingClientRect();
+    const inside = e => (r => r.left >= b.left - 1 && r.right <= b.right + 1 && r.top >= b.top - 1)(e.getBoundingClientRect());
+    return {text: t.textContent, inside: inside(t), bar: cb ? cb.textContent : null, bar_inside: cb ? inside(cb) : null}; })
   .filter(x => x)"""
 SIDEBAR_JS = """() => (r => [r.left, r.right])(document.querySelector("[data-testid='stSidebar']").getBoundingClientRect())"""
 
@@ -76,14 +77,24 @@ def test_tables_fit_a_1024_by_768_window(server, browser, expected):
                                "the ten maps")
         assert [t["text"] for t in titles] == want
         assert all(t["inside"] for t in titles), titles
+        assert {(t["bar"], t["bar_inside"]) for t in titles} == {("LPIPS · AlexNet term", True)}, titles
+        ap.page.get_by_test_id("stPlotlyChart").nth(1).scroll_into_view_if_needed()
+        ap.page.wait_for_timeout(400)
+        ap.page.screenshot(path=str(OUT / "score-a-dataset-maps-1024x768.png"))
 
         # explain the blur's LPIPS · AlexNet mean, written "LPIPS (Alex)"
         written = main.get_by_label("Metric as the paper wrote it (optional)")
+        # (these two widgets rerun the explain fragment alone, often too fast for the run counter
+        # to see: wait for what they change instead)
         written.fill("LPIPS (Alex)")
-        ap.rerun(lambda: written.press("Enter"))
+        written.press("Enter")
+        ap.wait_until(lambda: ap.caption_with("The name says: backbone AlexNet"), "the name's reading")
         reported = main.get_by_label("Reported value")
         reported.fill(f"{blur:.4f}")
-        ap.rerun(lambda: reported.press("Enter"))
+        reported.press("Enter")
+        ap.wait_until(lambda: reported.input_value() == f"{blur:.4f}", "the reported value")
+        ap.page.wait_for_timeout(300)
+        ap.settle()
         ap.rerun(lambda: main.get_by_role("button", name="Find the configuration").click())
         table = ap.wait_until(lambda: ap.page.evaluate(FIT_JS, "ds_explain_table"), "the explain table")
         heads = [h for h, _ in table["heads"]]
