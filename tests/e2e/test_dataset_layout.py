@@ -1,12 +1,13 @@
 """Chromium: "Score a dataset" on the built-in demo set in a 1024 × 768 window with the sidebar
-open: the summary table and the explain table fit the main area (no column cut off, nothing to
-scroll sideways), the explain table's first row is the configuration that made the reported number,
+open: the summary, diversity and explain tables fit the main area (no column cut off, nothing to
+scroll sideways), each folder's diversity is the library's, the explain table's first row is the configuration that made the reported number,
 and the worst pairs' map titles are whole and numbered in reading order."""
 
 from __future__ import annotations
 
 import pytest
 
+from lpips_core import space
 from lpips_core.datasets import match_folders, parse_spec, score_pairs
 from lpips_explorer.demo_dataset import make_demo
 
@@ -38,8 +39,12 @@ SIDEBAR_JS = """() => (r => [r.left, r.right])(document.querySelector("[data-tes
 @pytest.fixture(scope="module")
 def expected(tmp_path_factory):
     demo = make_demo(tmp_path_factory.mktemp("demo"))
-    return {label: score_pairs(match_folders(demo.reference, folder), ["mse", LPIPS.name], workers=0)
+    runs = {label: score_pairs(match_folders(demo.reference, folder), ["mse", LPIPS.name], workers=0)
             for label, folder in demo.methods.items()}
+    model = LPIPS.build("cpu")
+    diversity = {label: space.diversity(space.embed(model, folder, spec=LPIPS))
+                 for label, folder in {"reference": demo.reference, **demo.methods}.items()}
+    return runs, diversity
 
 
 def _fits(got: dict, what: str) -> None:
@@ -53,6 +58,7 @@ def _fits(got: dict, what: str) -> None:
 def test_tables_fit_a_1024_by_768_window(server, browser, expected):
     from .driver import OUT, AppPage
 
+    expected, diversity = expected
     blur = expected["A-blur"].summary["metrics"][LPIPS.name]["mean"]
     context = browser.new_context(viewport={"width": 1024, "height": 768})
     try:
@@ -81,6 +87,16 @@ def test_tables_fit_a_1024_by_768_window(server, browser, expected):
         ap.page.get_by_test_id("stPlotlyChart").nth(1).scroll_into_view_if_needed()
         ap.page.wait_for_timeout(400)
         ap.page.screenshot(path=str(OUT / "score-a-dataset-maps-1024x768.png"))
+
+        # each folder's diversity, opened: the library's numbers, in a table that fits
+        ap.rerun(lambda: main.get_by_text("Each folder's diversity").click())
+        div = ap.wait_until(lambda: ap.page.evaluate(FIT_JS, "ds_diversity_table"), "the diversity table")
+        _fits(div, "diversity")
+        assert [h for h, _ in div["heads"]] == ["folder", "images", "diversity", "95% CI low", "95% CI high"]
+        assert [r[0] for r in div["rows"]] == list(diversity)
+        for r, want in zip(div["rows"], diversity.values()):
+            assert r[1] == "12"
+            assert [float(x) for x in r[2:5]] == pytest.approx([want["mean"], *want["ci95"]], rel=1e-3)
 
         # explain the blur's LPIPS · AlexNet mean, written "LPIPS (Alex)"
         written = main.get_by_label("Metric as the paper wrote it (optional)")
