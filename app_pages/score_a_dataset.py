@@ -412,7 +412,7 @@ with box:
             st.caption("The mean distance over all pairs of a folder's images (every image in it, paired or not), "
                        "with a 95 % interval from the jackknife over images: pairs that share an image are not "
                        "independent draws. A method whose outputs are far less diverse than the references "
-                       "smooths them out; the same as `python -m lpips_core diversity DIR`.")
+                       f"smooths them out; the same as `python -m lpips_core diversity DIR --metrics {dspec.name}`.")
 
 # ---- worst pairs with their maps
 spec = map_spec(names)

@@ -1,7 +1,8 @@
 """Chromium: "Score a dataset" on the built-in demo set in a 1024 × 768 window with the sidebar
 open: the summary, diversity and explain tables fit the main area (no column cut off, nothing to
-scroll sideways), each folder's diversity is the library's, the explain table's first row is the configuration that made the reported number,
-and the worst pairs' map titles are whole and numbered in reading order."""
+scroll sideways), each folder's diversity is the library's, the explain table's first row is the
+configuration that made the reported number, and the worst pairs' map titles (and their colour
+bars' metric label) are whole and numbered in reading order."""
 
 from __future__ import annotations
 
