@@ -1,11 +1,14 @@
-"""Score a dataset: a folder of ground truth against one or two methods' outputs, many metrics at once.
+"""Score a dataset: a folder of references (ground truth) against one or two methods' test images,
+many metrics at once.
 
 The data comes from the built-in demo set (:func:`lpips_explorer.demo_dataset.make_demo`: a blur and
 a shift plus noise, which pixel metrics and LPIPS rank in opposite orders), a zip of folders
 (unpacked by the hostile-safe :func:`lpips_core.datasets.archive.extract_zip`) or two sets of
 uploaded files. Scoring is :func:`lpips_core.datasets.score_pairs` (pairs matched by name, one
 network pass per image for the metrics that share it); A vs B is
-:func:`lpips_core.datasets.methods.compare_methods`; "explain a reported number" is
+:func:`lpips_core.datasets.methods.compare_methods`; the worst pairs' maps are
+:func:`lpips_core.datasets.maps.worst_maps`; each folder's diversity and the tables come from
+:mod:`lpips_explorer.dataset_view`; "explain a reported number" is
 :func:`lpips_core.datasets.explain.explain`. This file reads widgets and draws results.
 """
 
@@ -15,26 +18,25 @@ import hashlib
 import json
 from pathlib import Path
 
-import numpy as np
-import pandas as pd
-import plotly.graph_objects as go
 import streamlit as st
-from plotly.subplots import make_subplots
 
 import ui
 from lpips_core import WeightsUnavailable, metric_registry
-from lpips_core.conventions import resize
 from lpips_core.cells import frame_to_csv
 from lpips_core.datasets import Scorer, match_folders, parse_spec, score_pairs
 from lpips_core.datasets.archive import MAX_BYTES, ArchiveRefused, dataset_folders, extract_zip
-from lpips_core.images import DEFAULT_MAX_PIXELS
-from lpips_explorer.jobs import JobsBusy
-from lpips_explorer.scratch import ScratchFull
-from lpips_core.datasets.explain import explain
-from lpips_core.datasets.loader import MISMATCH_POLICIES, decode_pair
+from lpips_core.datasets.explain import explain, parse_name
+from lpips_core.datasets.loader import MISMATCH_POLICIES
+from lpips_core.datasets.maps import worst_maps
 from lpips_core.datasets.methods import compare_methods, same_ranking
 from lpips_core.datasets.score import package_versions
+from lpips_core.spec import MetricSpec
+from lpips_core.images import DEFAULT_MAX_PIXELS
+from lpips_explorer import dataset_view as view
+from lpips_explorer.figures.datasets import distributions
 from lpips_explorer.figures.maps import map_overlay
+from lpips_explorer.jobs import JobsBusy
+from lpips_explorer.scratch import ScratchFull
 from ui import uploads
 from ui.uploads import demo_root
 from ui.uploads import replace_root as _replace_root
@@ -44,8 +46,9 @@ DEFAULT_METRICS = ("mse", "psnr", "ssim", "lpips-alex")
 OPTIONAL_METRICS = ("lpips-alex-0.1-baseline", "lpips-vgg", "stlpips-alex", "dists")
 METRIC_OPTIONS = tuple(parse_spec(m).name for m in DEFAULT_METRICS + OPTIONAL_METRICS)
 WORST = 10
+TOP = 10
 NONE = "(none)"
-RESULT, ZIP_ROOT, FILES_ROOT = "ds_result", "ds_zip_root", "ds_files_root"
+RESULT, ZIP_ROOT, FILES_ROOT, EXPLAINED = "ds_result", "ds_zip_root", "ds_files_root", "ds_explained"
 
 
 # --------------------------------------------------------------------------- data sources
@@ -57,8 +60,8 @@ def _guess(dirs: list[Path], words: tuple[str, ...], default: int) -> int:
 
 
 def folders_from_zip() -> dict | None:
-    up = st.file_uploader("A zip with one folder of reference images and one or two folders of method outputs "
-                          "(files matched by name)", type=["zip"], key="ds_zip")
+    up = st.file_uploader("A zip with one folder of references (ground truth) and one or two folders of test "
+                          "images (methods' outputs), files matched by name", type=["zip"], key="ds_zip")
     if up is None:
         st.info("Upload a zip, or choose the built-in demo set.")
         return None
@@ -78,11 +81,11 @@ def folders_from_zip() -> dict | None:
         return None
     names = [d.name for d in dirs]
     c1, c2, c3 = st.columns(3)
-    ref = c1.selectbox("Reference folder", names, index=_guess(dirs, ("ref", "gt", "ground", "real"), 0),
+    ref = c1.selectbox("Reference folder (ground truth)", names, index=_guess(dirs, ("ref", "gt", "ground", "real"), 0),
                        key="ds_zip_ref")
     rest = [n for n in names if n != ref]
-    a = c2.selectbox("Method A", rest, key="ds_zip_a")
-    b = c3.selectbox("Method B", [NONE] + [n for n in rest if n != a], index=1 if len(rest) > 1 else 0,
+    a = c2.selectbox("Method A (test images)", rest, key="ds_zip_a")
+    b = c3.selectbox("Method B (test images)", [NONE] + [n for n in rest if n != a], index=1 if len(rest) > 1 else 0,
                      key="ds_zip_b")
     methods = {a: base / a} | ({b: base / b} if b != NONE else {})
     return {"label": f"zip {up.name}", "reference": base / ref, "methods": methods}
@@ -90,9 +93,10 @@ def folders_from_zip() -> dict | None:
 
 def folders_from_files() -> dict | None:
     c1, c2 = st.columns(2)
-    refs = c1.file_uploader("Reference images", type=ui.UPLOAD_TYPES, accept_multiple_files=True, key="ds_files_ref")
-    tests = c2.file_uploader("Test images (same names)", type=ui.UPLOAD_TYPES, accept_multiple_files=True,
-                             key="ds_files_test")
+    refs = c1.file_uploader("References (ground truth)", type=ui.UPLOAD_TYPES, accept_multiple_files=True,
+                            key="ds_files_ref")
+    tests = c2.file_uploader("Test images (a method's outputs, same names)", type=ui.UPLOAD_TYPES,
+                             accept_multiple_files=True, key="ds_files_test")
     if not refs or not tests:
         st.info("Upload both sets; files are paired by name without extension.")
         return None
@@ -126,15 +130,27 @@ def over_budget(dataset: dict) -> str | None:
 
 
 # --------------------------------------------------------------------------- scoring
-@st.cache_resource(show_spinner="Loading the metrics' networks…", max_entries=8)
-def get_scorer(names: tuple[str, ...], device: str) -> Scorer:
-    scorer = Scorer(names, device=device)
-    scorer.build_all()
-    return scorer
+def model_of(spec):
+    """The app's cached model of a learned ``spec`` (:func:`ui.get_model`, keyed by its model).
+
+    Raises:
+        WeightsUnavailable: its weights are not here (the getter has shown why and the fix).
+    """
+    model = ui.get_model(spec)
+    if model is None:
+        raise WeightsUnavailable(f"{parse_spec(spec).label} cannot be loaded (see above)")
+    return model
+
+
+def scorer_for(names: tuple[str, ...]) -> Scorer:
+    """A scorer of ``names`` on the app's cached models (one per metric, net and version, lin weights)."""
+    specs = [s for s in map(parse_spec, names) if s.learned]
+    return Scorer(names, device=ui.device_name(),
+                  models={(s.metric, s.net, s.version): model_of(s.model_spec.replace(lin=True)) for s in specs})
 
 
 def run_scoring(dataset: dict, names: tuple[str, ...], mismatch: str) -> dict:
-    scorer = get_scorer(names, ui.device_name())
+    scorer = scorer_for(names)
     bar = st.progress(0.0, text="Scoring…")
     methods = list(dataset["methods"].items())
     runs, discoveries = {}, {}
@@ -150,39 +166,8 @@ def run_scoring(dataset: dict, names: tuple[str, ...], mismatch: str) -> dict:
                                   max_pixels=DEFAULT_MAX_PIXELS)
     bar.empty()
     return {"runs": runs, "discoveries": discoveries, "names": names, "mismatch": mismatch,
-            "label": dataset["label"], "reference": str(dataset["reference"])}
-
-
-def summary_frame(result: dict) -> pd.DataFrame:
-    rows = []
-    for label, run in result["runs"].items():
-        for name, s in run.summary["metrics"].items():
-            rows.append({"method": label, "metric": name, "n": s["n"], "mean": s["mean"], "std": s["std"],
-                         "ci95 low": s["ci95"][0], "ci95 high": s["ci95"][1]})
-    return pd.DataFrame(rows)
-
-
-def pairs_frame(result: dict) -> pd.DataFrame:
-    frames = []
-    for label, run in result["runs"].items():
-        df = pd.DataFrame(run.rows, columns=list(run.columns))
-        df.insert(0, "method", label)
-        frames.append(df)
-    return pd.concat(frames, ignore_index=True)
-
-
-def distributions(df: pd.DataFrame, names: tuple[str, ...]) -> go.Figure:
-    """One box (with every pair's point) per method, one panel per metric."""
-    fig = make_subplots(rows=1, cols=len(names), subplot_titles=list(names))
-    methods = list(dict.fromkeys(df["method"]))
-    for j, name in enumerate(names, start=1):
-        for i, m in enumerate(methods):
-            vals = df.loc[(df["method"] == m) & (df["error_kind"] == ""), name].astype(float)
-            fig.add_trace(go.Box(y=vals[np.isfinite(vals)], name=m, boxpoints="all", jitter=0.4,
-                                 legendgroup=m, showlegend=j == 1, marker_color=f"hsl({210 + 150 * i},60%,45%)"),
-                          row=1, col=j)
-    fig.update_layout(height=380, margin=dict(l=10, r=10, t=40, b=10), boxmode="group")
-    return fig
+            "label": dataset["label"], "reference": str(dataset["reference"]),
+            "folders": {"reference": str(dataset["reference"])} | {k: str(v) for k, v in dataset["methods"].items()}}
 
 
 def map_spec(names: tuple[str, ...]):
@@ -194,31 +179,125 @@ def map_spec(names: tuple[str, ...]):
     return None
 
 
-def worst_maps(result: dict, spec, scorer: Scorer) -> list[tuple[dict, go.Figure]]:
-    df = pairs_frame(result)
-    df = df[df["error_kind"] == ""].sort_values(spec.name, ascending=False).head(WORST)
-    model = scorer.model(spec)
-    pairs = {(label, p.key): p for label, d in result["discoveries"].items() for p in d.pairs}
-    out = []
-    for _, r in df.iterrows():
-        d = decode_pair(0, pairs[(r["method"], r["key"])], mismatch=result["mismatch"])
-        opts = dict(convention=spec.convention, size=spec.size, grayscale=spec.grayscale, device=model.device)
-        x = metric_registry.prepare_input(spec.metric, d.a[None], **opts)
-        y = metric_registry.prepare_input(spec.metric, d.b[None], **opts)
-        res = model.compare(x, y, spatial=True)
-        m = res.spatial_map[0].cpu().numpy()
-        img = d.b[None] if tuple(d.b.shape[-2:]) == m.shape else resize(d.b[None], m.shape)
-        fig = map_overlay(img[0].permute(1, 2, 0).clamp(0, 1).numpy(), m, value_name="LPIPS term",
-                          title=f"{r['method']} · {r['key']} · {float(res.total[0]):.4f}", height=300)
-        out.append((r.to_dict(), fig))
-    return out
+def short(text: str, limit: int = 28) -> str:
+    """A pair's key cut to fit a map's title (the full key is in the tables)."""
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def number(v) -> str:
+    return ui.significant(v, 4)
+
+
+def table(frame, key: str, numbers=()) -> None:
+    """``frame`` as a table that wraps its text (so it fits the page at any width), numbers to 4
+    significant digits, in a container with ``key`` (the browser tests find it by that)."""
+    with st.container(key=key):
+        st.table(frame.style.format({c: number for c in numbers}, na_rep="—"), hide_index=True)
+
+
+# --------------------------------------------------------------------------- explain
+def _nets_follow_name() -> None:
+    """The backbones field follows the written name: what it names (with weights here), else
+    every available backbone; "search every configuration" selects them all."""
+    available = ui.available_nets()
+    reading = view.name_reading(st.session_state.get("ds_written"), available)
+    st.session_state["ds_explain_nets"] = list(available) if st.session_state.get("ds_explain_all") else reading.nets
+
+
+def run_explain(disc, reported: float, written: str | None, search_all: bool, nets: list[str],
+                sizes: list, mismatch: str) -> dict:
+    """:func:`~lpips_core.datasets.explain.explain` on the app's cached models, with a progress bar."""
+    hints = parse_name(written) if not search_all else {}
+    versions = [hints["version"]] if "version" in hints else list(metric_registry.METRICS["lpips"].versions)
+    models = {}
+    for net in nets:
+        for v in versions:
+            models[(net, v)] = model_of(MetricSpec("lpips", net=net, version=v, lin=True))
+    bar = st.progress(0.0, text=f"Scoring {len(disc.pairs)} pairs under every configuration…")
+    ex = explain(disc, reported, name=written or None, use_name=not search_all, nets=nets,
+                 sizes=[None if s == "native" else s for s in sizes], mismatch=mismatch, models=models,
+                 workers=0, progress=lambda d, t: bar.progress(d / t if t else 1.0,
+                                                                   text=f"{d} of {t} pairs scored"))
+    bar.empty()
+    return ex.to_json()
+
+
+def explain_section(result: dict, signature: tuple) -> None:
+    st.subheader("Explain a reported number")
+    st.markdown("Which LPIPS configuration gives a paper's number on these pairs? The dataset mean under every "
+                "backbone, version, lin or baseline, input range, colour or gray and size, closest first.")
+    available = ui.available_nets()
+    if "ds_explain_nets" not in st.session_state:
+        _nets_follow_name()
+    c1, c2, c3 = st.columns([1, 2, 1])
+    reported = c1.number_input("Reported value", value=0.2, min_value=0.0, step=0.001, format="%.4f",
+                               key="ds_reported")
+    written = c2.text_input("Metric as the paper wrote it (optional)", key="ds_written", on_change=_nets_follow_name,
+                            placeholder='e.g. "LPIPS (VGG)" or "LPIPS-Alex v0.0"')
+    target = c3.selectbox("Pairs of", list(result["discoveries"]), key="ds_explain_method")
+    reading = view.name_reading(written, available)
+    search_all = st.checkbox("Search every configuration (the name only marks the rows that match it)",
+                             key="ds_explain_all", on_change=_nets_follow_name)
+    st.caption(reading.text + ("" if not reading.narrows else " Every configuration is searched; ✓ marks the rows "
+                               "that match it." if search_all else " The search is narrowed to that (the "
+                               "backbones below can be changed)."))
+    if reading.missing:
+        st.warning(f"The name says {', '.join(ui.NET_LABELS[n] for n in reading.missing)}, whose weights are not "
+                   "here: that backbone cannot be searched.")
+    c4, c5 = st.columns(2)
+    nets = c4.multiselect("Backbones", available, key="ds_explain_nets", format_func=ui.NET_LABELS.get,
+                          help="Default: what the name says, else every backbone whose weights are here. "
+                               "VGG16 takes about ten times AlexNet's time on a CPU.")
+    offered = view.explain_sizes(result["runs"][target].rows)
+    sizes = c5.multiselect("Sizes", offered, default=[s for s in offered if s in ("native", 64, 256)],
+                           key="ds_explain_sizes",
+                           format_func=lambda s: s if s == "native" else ui.size_text(s, s),
+                           help="Both images resized to this square before the network; native: as they are.")
+    if st.button("Find the configuration", type="primary", key="ds_explain_go"):
+        if not nets or not sizes:
+            st.warning("Choose at least one backbone and one size.")
+        else:
+            try:
+                with ui.heavy_job("Explaining"):
+                    st.session_state[EXPLAINED] = ((signature, target), run_explain(
+                        result["discoveries"][target], reported, written.strip() or None, search_all, nets, sizes,
+                        result["mismatch"]))
+            except (WeightsUnavailable, ValueError) as exc:
+                st.error(ui.md_escape(str(exc), links=True))
+            except JobsBusy as exc:
+                st.error(str(exc))
+    stored = st.session_state.get(EXPLAINED)
+    if not stored or stored[0] != (signature, target):
+        return
+    ex = stored[1]
+    {"one": st.success, "several": st.warning, "none": st.error}[ex["verdict"]](ui.md_escape(ex["sentence"]))
+    st.caption(f"Reported {ex['reported']:g}" + (f" as “{ui.md_escape(ex['name'])}”" if ex["name"] else "")
+               + f", over {ex['pairs']} pairs of {ui.md_escape(target)}. Searched "
+               + ui.md_escape(view.search_text(ex)) + ".")
+    frame = view.explain_frame(ex, top=TOP)
+    table(frame.drop(columns=["spec"]), "ds_explain_table", ("mean", "z"))
+    st.caption("Closest first (the top 10). ★: the 95 % interval of the mean holds the reported value; z: standard "
+               "errors (std/√n) from it; same values: configurations that give the same number for every pair "
+               "here (e.g. 256 px on 256 px images and native), merged into the row"
+               + ("; ✓: matches the written name." if ex["name"] else ".")
+               + " A match means something only when few configurations hold the value.")
+    if ex["unavailable"]:
+        st.caption("Not searched: " + "; ".join(f"{ui.NET_LABELS.get(k, k)} ({ui.md_escape(v)})"
+                                                for k, v in ex["unavailable"].items()))
+    c6, c7 = st.columns([3, 1])
+    box = c6.expander("Spec names (for --metrics)", key="ds_explain_specs", on_change="rerun")
+    with box:
+        if box.open:
+            st.code("\n".join(" = ".join(c["same"]) for c in ex["candidates"][:TOP]), language=None)
+    c7.download_button("Every configuration (JSON)", json.dumps(ex, indent=1).encode(), "explain.json",
+                       "application/json", key="ds_explain_json")
 
 
 # --------------------------------------------------------------------------- the page
 st.title("Score a dataset")
 st.markdown(
-    "A folder of ground truth against one or two methods' outputs, paired by file name, under many metrics "
-    "at once: the table a paper reports, with its spread, and the pairs that drive it."
+    "A folder of references (ground truth) against one or two methods' test images, paired by file name, under "
+    "many metrics at once: the table a paper reports, with its spread, and the pairs that drive it."
 )
 source = st.radio("Dataset", SOURCES, key="ds_source", horizontal=True)
 if source == SOURCES[0]:
@@ -234,11 +313,11 @@ else:
 st.caption("This page scores with its own list of metrics below (the sidebar's backbone is not used here).")
 c1, c2 = st.columns([3, 1])
 names = tuple(c1.multiselect("Metrics", METRIC_OPTIONS, default=[parse_spec(m).name for m in DEFAULT_METRICS],
-                             key="ds_metrics",
+                             key="ds_metrics", format_func=lambda n: parse_spec(n).label,
                              help="VGG, ST-LPIPS and DISTS are slower on a CPU: opt in when you need them."))
 mismatch = c2.selectbox("Size mismatch", MISMATCH_POLICIES, key="ds_mismatch",
-                        help="error: the pair becomes an error row; resize: the test image to the reference's "
-                             "size; crop: both to the common centre.")
+                        help="error: the pair becomes an error row; resize: each test image to its reference's "
+                             "size; crop: both to their common centre.")
 if dataset is None:
     st.stop()
 if not names:
@@ -274,94 +353,112 @@ st.subheader("Summary")
 for label, disc in result["discoveries"].items():
     rep = disc.report()
     run = result["runs"][label]
-    st.caption(f"{label}: {rep['pairs']} pairs · {run.summary['skipped']} skipped "
-               f"{run.summary['skipped_by_reason'] or ''} · unmatched: {rep['only_a']} reference, "
-               f"{rep['only_b']} method · duplicate names: {rep['duplicates']} · non-images: {rep['ignored']}")
-st.dataframe(summary_frame(result), hide_index=True, key="ds_summary")
-st.caption("std: sample standard deviation (ddof = 1); ci95: Student t interval of the mean.")
+    skipped = ", ".join(f"{v} {k}" for k, v in run.summary["skipped_by_reason"].items())
+    st.caption(f"{ui.md_escape(label)}: {rep['pairs']} pairs · {run.summary['skipped']} skipped"
+               + (f" ({skipped})" if skipped else "")
+               + f" · unmatched: {rep['only_reference']} reference, {rep['only_test']} test · duplicate names: "
+               f"{rep['duplicates']} · non-images: {rep['ignored']}")
+summary = view.summary_frame(result["runs"])
+table(summary.drop(columns=["spec"]), "ds_summary", ("mean", "std", "95% CI low", "95% CI high"))
+st.caption("std: sample standard deviation (ddof = 1); 95 % CI: Student t interval of the mean. The tables' columns: "
+           + "; ".join(f"{ui.md_escape(parse_spec(n).label)} = `{n}`" for n in names) + ".")
 
 st.subheader("Every pair")
-table = pairs_frame(result)
-st.dataframe(table, hide_index=True, key="ds_pairs")
-st.plotly_chart(distributions(table, names), key="ds_dist")
+pairs = view.pairs_frame(result["runs"])
+st.dataframe(pairs, hide_index=True, key="ds_pairs")
+st.plotly_chart(distributions(pairs, names), key="ds_dist")
 
 # ---- A vs B
+comp = None
 if len(result["runs"]) == 2:
     (la, ra), (lb, rb) = result["runs"].items()
     st.subheader(f"{la} vs {lb}")
     comp = compare_methods(ra.rows, rb.rows, names, labels=(la, lb))
-    st.dataframe(pd.DataFrame([{"metric": c["metric"], "n": c["n"], f"mean {la}": c["mean_a"],
-                                f"mean {lb}": c["mean_b"], "mean difference (A − B)": c["diff"],
-                                "ci95 low": c["ci95"][0], "ci95 high": c["ci95"][1],
-                                "better": c["better"], "clear (CI excludes 0)": "yes" if c["clear"] else "no",
-                                "direction": "higher is better" if c["higher_is_better"] else "lower is better"}
-                               for c in comp]), hide_index=True, key="ds_versus")
+    table(view.versus_frame(comp, (la, lb)).drop(columns=["spec"]), "ds_versus",
+          (f"mean {la}", f"mean {lb}", "A − B", "95% CI low", "95% CI high"))
     if same_ranking(comp):
         st.success(f"Every metric ranks the methods the same way ({comp[0]['better']} is better).")
     else:
-        verdicts = ", ".join(f"{c['metric']} → {c['better']}" for c in comp)
+        verdicts = ", ".join(f"{parse_spec(c['metric']).label} → {c['better']}" for c in comp)
         st.warning(f"The metrics disagree on which method is better: {verdicts}.")
-    st.caption("Paired over the pairs both methods scored; difference interval: Student t (scipy.stats.t).")
+    st.caption("A − B: the mean of the paired differences over the pairs both methods scored, with its Student t "
+               "interval (scipy.stats.t); clear: the interval excludes 0. Lower is better for MSE, LPIPS, ST-LPIPS "
+               "and DISTS, higher for PSNR and SSIM.")
+
+# ---- diversity
+dspec = next((s for s in map(parse_spec, names) if s.euclidean), None)
+st.subheader("Diversity")
+st.page_link("app_pages/lpips_space.py", label="LPIPS space: a set's map, nearest images and diversity",
+             icon=":material/scatter_plot:")
+box = st.expander("Each folder's diversity" + (f" under {dspec.label}" if dspec else ""), key="ds_diversity",
+                  on_change="rerun")
+with box:
+    if box.open and dspec is None:
+        st.info("Add an LPIPS or ST-LPIPS metric: its diversity comes from one embedding per image.")
+    elif box.open:
+        if "diversity" not in result:
+            try:
+                with ui.heavy_job("Measuring diversity"):
+                    with st.spinner("One forward pass per image, then all pairs…"):
+                        result["diversity"] = view.folder_diversity(model_of(dspec), dspec, result["folders"])
+            except JobsBusy as exc:
+                st.error(str(exc))
+            except (ValueError, TypeError, WeightsUnavailable) as exc:
+                st.error(ui.md_escape(str(exc), links=True))
+        if "diversity" in result:
+            div = result["diversity"]
+            table(div if div["note"].any() else div.drop(columns=["note"]), "ds_diversity_table",
+                  ("diversity", "95% CI low", "95% CI high"))
+            st.caption("The mean distance over all pairs of a folder's images (every image in it, paired or not), "
+                       "with a 95 % interval from the jackknife over images: pairs that share an image are not "
+                       "independent draws. A method whose outputs are far less diverse than the references "
+                       f"smooths them out; the same as `python -m lpips_core diversity DIR --metrics {dspec.name}`.")
 
 # ---- worst pairs with their maps
 spec = map_spec(names)
-st.subheader(f"The {WORST} worst pairs" + (f" by {spec.name}" if spec else ""))
+st.subheader(f"The {WORST} worst pairs" + (f" by {spec.label}" if spec else ""))
 if spec is None:
     st.info("Add an LPIPS-like metric to see the worst pairs' spatial maps.")
 else:
     if "maps" not in result:  # computed once per scoring, not on every rerun
         try:
             with ui.heavy_job("Drawing the worst pairs' maps"):
-                result["maps"] = worst_maps(result, spec, get_scorer(names, ui.device_name()))
+                found = worst_maps(model_of(spec), spec,
+                                   {label: (result["discoveries"][label], run.rows)
+                                    for label, run in result["runs"].items()}, k=WORST, mismatch=result["mismatch"])
+                result["maps"] = [map_overlay(m.image, m.map, value_name=f"{spec.label} term", height=300,
+                                              title=f"{i}. {m.label} · {short(m.key)} · {m.value:.4f}")
+                                  for i, m in enumerate(found, 1)]
         except JobsBusy as exc:
             st.error(str(exc))
+        except (ValueError, WeightsUnavailable) as exc:
+            st.error(ui.md_escape(str(exc), links=True))
     shown = result.get("maps", [])
-    cols = st.columns(2)
-    for i, (row, fig) in enumerate(shown):
-        cols[i % 2].plotly_chart(fig, key=f"ds_map_{i}")
-    st.caption("Each map is the spatial LPIPS of the pair (the layer maps summed, over the test image); "
-               "its mean is the pair's score.")
+    for i in range(0, len(shown), 2):  # row by row: reading order, also when the columns stack on a phone
+        for j, (col, fig) in enumerate(zip(st.columns(2), shown[i:i + 2]), i):
+            col.plotly_chart(fig, key=f"ds_map_{j}")
+    st.caption("Worst first, in reading order (left to right, row by row). Each map is the pair's spatial LPIPS "
+               "over its test image: the layers' per-position terms, upsampled to the image and summed (its mean "
+               "is the pair's score, up to that upsampling).")
 
 # ---- explain a reported number
-st.subheader("Explain a reported number")
-with st.form("ds_explain"):
-    c1, c2, c3 = st.columns(3)
-    reported = c1.number_input("Reported value", value=0.2, format="%.4f", key="ds_reported")
-    written = c2.text_input("Metric as the paper wrote it (optional)", key="ds_written")
-    target = c3.selectbox("Pairs of", list(result["discoveries"]), key="ds_explain_method")
-    nets = st.multiselect("Backbones", list(ui.available_nets()), default=["alex"], key="ds_explain_nets")
-    sizes = st.multiselect("Sizes", ["native", 64, 256], default=["native", 64], key="ds_explain_sizes")
-    submitted = st.form_submit_button("Find the configuration", key="ds_explain_go")
-if submitted:
-    if not nets or not sizes:
-        st.warning("Choose at least one backbone and one size.")
-    else:
-        try:
-            with ui.heavy_job("Explaining"):
-                bar = st.progress(0.0, text="Trying every configuration…")
-                ex = explain(result["discoveries"][target], reported, name=written or None, nets=nets,
-                             sizes=[None if s == "native" else s for s in sizes], mismatch=result["mismatch"],
-                             workers=0,
-                             progress=lambda d, t: bar.progress(d / t if t else 1.0, text=f"{d} of {t} pairs"))
-                bar.empty()
-            st.session_state["ds_explained"] = ex.to_json(top=15)
-        except JobsBusy as exc:
-            st.error(str(exc))
-explained = st.session_state.get("ds_explained")
-if explained:
-    st.dataframe(pd.DataFrame(explained["candidates"]), hide_index=True, key="ds_explain_table")
-    st.caption(f"Closest first, over {explained['pairs']} pairs; z: standard errors from {explained['reported']}. "
-               "A match is meaningful only when few configurations hold the reported value.")
+@ui.page_fragment("Score a dataset", "score_a_dataset")
+def explain_fragment() -> None:
+    """Its widgets rerun this part alone: the tables and maps above are neither rebuilt nor re-sent."""
+    explain_section(result, stored[0])
+
+
+explain_fragment()
 
 # ---- downloads
 st.subheader("Downloads")
 report = {"dataset": result["label"], "metrics": list(names), "mismatch": result["mismatch"],
           "methods": {label: run.to_json() for label, run in result["runs"].items()},
           "versions": package_versions()}
-if len(result["runs"]) == 2:
+if comp is not None:
     report["comparison"] = comp
 d1, d2 = st.columns(2)
-d1.download_button("Per-pair table (CSV)", frame_to_csv(table).encode(), "dataset_scores.csv", "text/csv",
+d1.download_button("Per-pair table (CSV)", frame_to_csv(pairs).encode(), "dataset_scores.csv", "text/csv",
                    key="ds_csv")
 d2.download_button("Summary and configuration (JSON)", json.dumps(report, indent=2, default=str).encode(),
                    "dataset_scores.json", "application/json", key="ds_json")

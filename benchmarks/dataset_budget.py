@@ -84,7 +84,7 @@ def budget(net: str, repeat: int, root: Path) -> dict:
     files = [[p for i in b for p in (pairs[i].a, pairs[i].b)] for b in blocks]
     streams = [[idat(Path(f).read_bytes()) for f in fs] for fs in files]
     decoded = [dataset.decode_here(b) for b in blocks]
-    x_in, y_in = scaled_inputs(model, dir_a, dir_b, [p.a_name for p in pairs])
+    x_in, y_in = scaled_inputs(model, dir_a, dir_b, [p.reference_name for p in pairs])
     scaled = [(x_in[b[0]:b[-1] + 1], y_in[b[0]:b[-1] + 1]) for b in blocks]
 
     def floor():

@@ -48,7 +48,10 @@ def _patches(img: np.ndarray, side: int, per_image: int) -> list[np.ndarray]:
     if min(h, w) < side:
         raise ValueError(f"side {side} exceeds the image's {h}x{w}")
     fr = np.linspace(0.25, 0.75, per_image) if per_image > 1 else np.array([0.5])
-    return [img[int(f * h) - side // 2:][:side, int(f * w) - side // 2:][:, :side] for f in fr]
+    # each patch centred on its point of the diagonal, moved inside the image where it would cross an edge
+    tops = [min(max(int(f * h) - side // 2, 0), h - side) for f in fr]
+    lefts = [min(max(int(f * w) - side // 2, 0), w - side) for f in fr]
+    return [img[t:t + side, x:x + side] for t, x in zip(tops, lefts)]
 
 
 def make_demo(root: str | os.PathLike[str], *, side: int = 96, per_image: int = 2, seed: int = 0,

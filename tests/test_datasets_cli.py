@@ -90,7 +90,7 @@ def test_explain_names_the_configuration(folders):
 
 
 ERRORS = [
-    (("score", "/nonexistent/a", "/nonexistent/b"), "folder A '/nonexistent/a' does not exist"),
+    (("score", "/nonexistent/a", "/nonexistent/b"), "reference folder '/nonexistent/a' does not exist"),
     (("score", "{a}", "{b}", "--metrics", "lpips-resnet"), "LPIPS has no option 'resnet'"),
     (("score", "{a}", "{b}", "--shard", "2/2"), "shard i/n needs 0 ≤ i < n"),
     (("score", "{a}", "{b}", "--resume"), "--resume needs --out FILE"),
@@ -134,3 +134,82 @@ def test_errors_in_process(folders, args, message, capfd, monkeypatch):
     assert err.startswith("error: ") and err.count("\n") == 1, err
     assert message in err
     assert out == ""
+
+
+@pytest.mark.parametrize("command", ["score", "explain"])
+def test_help_names_the_folders_by_role(command, capsys):
+    """``--help`` says which folder is which: references first, test images second; and what
+    ``--mismatch resize`` resizes."""
+    from lpips_core.__main__ import main
+
+    with pytest.raises(SystemExit) as exc:
+        main([command, "--help"])
+    assert exc.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert f"{command} [-h]" in text and "REFERENCE_DIR TEST_DIR" in text
+    assert "REFERENCE_DIR references (ground truth), or one reference image" in text
+    assert "TEST_DIR test images (a method's outputs)" in text
+    assert "resize each test image to its reference's size" in text
+
+
+def test_json_names_files_and_discovery_by_role(folders, tmp_path, capsys):
+    """``score --json`` reports the discovery with ``only_reference``/``only_test`` and the table's
+    rows name ``reference``/``test`` and their sizes."""
+    from lpips_core.__main__ import main
+
+    ref, test = folders
+    (ref / "lonely.png").write_bytes((ref / "p00.png").read_bytes())
+    try:
+        out = tmp_path / "rows.jsonl"
+        assert main(["score", str(ref), str(test), "--metrics", "mse", "--workers", "0", "--out", str(out),
+                     "--json"]) == 0
+    finally:
+        (ref / "lonely.png").unlink()
+    got = json.loads(capsys.readouterr().out)
+    disc = got["config"]["discovery"]
+    assert (disc["only_reference"], disc["only_test"]) == (1, 0)
+    assert disc["examples"]["only_reference"] == ["lonely.png"]
+    assert (disc["reference_dir"], disc["test_dir"]) == (str(ref), str(test))
+    first = json.loads(out.read_text().splitlines()[0])
+    assert list(first)[:8] == ["index", "key", "reference", "test", "reference_size", "test_size", "error_kind",
+                               "error"]
+    assert (first["reference"], first["test"]) == ("p00.png", "p00.jpg")  # make_pairs: JPEG test images too
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl"])
+def test_a_table_with_positional_columns_gives_one_line_on_resume_and_merge(folders, tmp_path, capsys, fmt):
+    """A table whose files are in columns ``a``, ``b``, ``a_size``, ``b_size`` (this tool's earlier
+    layout): ``--resume`` and ``merge`` stop with one line that names the columns and the fix; the
+    table renamed as the message says resumes and merges as any other."""
+    from lpips_core.__main__ import main
+
+    ref, test = map(str, folders)
+    renames = {"reference": "a", "test": "b", "reference_size": "a_size", "test_size": "b_size"}
+    shards = [tmp_path / f"s{i}.{fmt}" for i in range(2)]
+    for i, s in enumerate(shards):
+        assert main(["score", ref, test, "--metrics", "mse", "--workers", "0", "--batch-size", "2",
+                     "--shard", f"{i}/2", "--out", str(s)]) == 0
+    capsys.readouterr()
+    wanted = shards[0].read_text()
+
+    def rename(path, mapping):
+        text = path.read_text()
+        if fmt == "csv":
+            head, rest = text.split("\n", 1)
+            path.write_text(",".join(mapping.get(c, c) for c in head.split(",")) + "\n" + rest)
+        else:
+            path.write_text("".join(json.dumps({mapping.get(k, k): v for k, v in json.loads(line).items()},
+                                               ensure_ascii=False) + "\n" for line in text.splitlines()))
+
+    rename(shards[0], renames)
+    for args in (["score", ref, test, "--metrics", "mse", "--workers", "0", "--batch-size", "2", "--shard", "0/2",
+                  "--out", str(shards[0]), "--resume"],
+                 ["merge", str(tmp_path / f"all.{fmt}"), *map(str, shards)]):
+        assert main(args) == 2
+        out, err = capsys.readouterr()
+        assert out == "" and err.count("\n") == 1 and err.startswith("error: ") and "unexpected" not in err
+        assert "has columns a, b, a_size, b_size" in err and "reference, test, reference_size, test_size" in err
+        assert "rename them" in err
+    rename(shards[0], {v: k for k, v in renames.items()})
+    assert shards[0].read_text() == wanted
+    assert main(["merge", str(tmp_path / f"all.{fmt}"), *map(str, shards)]) == 0

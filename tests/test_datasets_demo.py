@@ -31,6 +31,23 @@ def test_demo_is_deterministic_and_its_files_are_what_the_doc_says(tmp_path):
         make_demo(tmp_path / "x", side=8)
 
 
+def test_demo_patches_are_whole_squares_near_the_edges(tmp_path):
+    """A patch that would cross an image's edge (256 px at a quarter of a 300 px side) moves
+    inside it: every file is side × side; the default 96-px patches are where they always were
+    (the centred crop at the diagonal's points)."""
+    big = make_demo(tmp_path / "big", side=256, per_image=2)
+    for folder in (big.reference, *big.methods.values()):
+        assert {load_image(folder / n).size for n in big.names} == {(256, 256)}
+    small = make_demo(tmp_path / "small")
+    from lpips_explorer.demo_dataset import SAMPLES_DIR
+
+    chelsea = load_image(SAMPLES_DIR / "chelsea.png").array  # 300 × 451
+    h, w = chelsea.shape[:2]
+    top, left = int(0.25 * h) - 48, int(0.25 * w) - 48
+    want = np.round(chelsea[top:top + 96, left:left + 96] * 255) / 255
+    assert np.abs(load_image(small.reference / "chelsea-0.png").array - want).max() <= 1e-6
+
+
 def _rows(values: dict[str, list[float]], errors=()) -> list[dict]:
     n = len(next(iter(values.values())))
     return [{"key": f"k{i}", "error_kind": "unreadable" if i in errors else "",

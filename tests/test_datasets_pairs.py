@@ -29,38 +29,41 @@ def tree(tmp_path):
 def test_folders_match_by_relative_stem_and_report_the_rest(tree):
     a, b = tree
     d = match_folders(a, b)
-    assert [(p.key, p.a_name, p.b_name) for p in d.pairs] == [
+    assert [(p.key, p.reference_name, p.test_name) for p in d.pairs] == [
         ("deep/er/y", "deep/er/y.png", "deep/er/y.webp"),
         ("x", "x.png", "x.jpg"),
         ("z", "z.png", "z.PNG"),
     ]
-    assert d.pairs[0].a == str(a / "deep/er/y.png") and d.pairs[0].b == str(b / "deep/er/y.webp")
-    # sub/w.png (A) and w.png (B) differ in folder: both unmatched; only_* likewise
-    assert d.only_a == ("only_a.png", "sub/w.png")
-    assert d.only_b == ("only_b.png", "sub/w2.png", "w.png")
-    # "dup" has two files in A: ambiguous, reported with the files of both sides, not paired
+    assert d.pairs[0].reference == str(a / "deep/er/y.png") and d.pairs[0].test == str(b / "deep/er/y.webp")
+    # sub/w.png (reference) and w.png (test) differ in folder: both unmatched; only_* likewise
+    assert d.only_reference == ("only_a.png", "sub/w.png")
+    assert d.only_test == ("only_b.png", "sub/w2.png", "w.png")
+    # "dup" has two reference files: ambiguous, reported with the files of both sides, not paired
     assert d.duplicates == (("dup", ("dup.jpg", "dup.png"), ("dup.png",)),)
-    assert d.ignored == ("a:.hidden.png", "a:notes.txt")
+    assert d.ignored == ("reference:.hidden.png", "reference:notes.txt")
     rep = d.report()
-    assert (rep["pairs"], rep["only_a"], rep["only_b"], rep["duplicates"], rep["ignored"]) == (3, 2, 3, 1, 2)
+    assert (rep["pairs"], rep["only_reference"], rep["only_test"], rep["duplicates"], rep["ignored"]) == (3, 2, 3, 1, 2)
+    assert rep["examples"]["only_test"] == ["only_b.png", "sub/w2.png", "w.png"]
+    assert (rep["reference_dir"], rep["test_dir"]) == (str(a), str(b))
+    assert not {"only_a", "only_b", "dir_a", "dir_b"} & set(rep)
 
 
 def test_folder_errors(tmp_path, tree):
     a, _ = tree
-    with pytest.raises(ValueError, match="does not exist"):
+    with pytest.raises(ValueError, match="reference folder .* does not exist"):
         match_folders(tmp_path / "nope", a)
-    with pytest.raises(ValueError, match="is not a folder"):
+    with pytest.raises(ValueError, match="test folder .* is not a folder"):
         match_folders(a, a / "x.png")
 
 
 def test_all_pairs_and_a_seeded_sample(tree):
     a, _ = tree
     d = all_pairs(a / "deep" / "..")  # the same folder, spelled differently
-    files = sorted({p.a_name for p in d.pairs} | {p.b_name for p in d.pairs})
+    files = sorted({p.reference_name for p in d.pairs} | {p.test_name for p in d.pairs})
     assert files == ["deep/er/y.png", "dup.jpg", "dup.png", "only_a.png", "sub/w.png", "x.png", "z.png"]
     n = len(files)
     assert d.total == n * (n - 1) // 2 == len(d.pairs)
-    assert {(p.a_name, p.b_name) for p in d.pairs} == {(files[i], files[j]) for i in range(n) for j in range(i + 1, n)}
+    assert {(p.reference_name, p.test_name) for p in d.pairs} == {(files[i], files[j]) for i in range(n) for j in range(i + 1, n)}
     s1, s2 = all_pairs(a, sample=5, seed=3), all_pairs(a, sample=5, seed=3)
     assert s1.pairs == s2.pairs and len(s1.pairs) == 5 and len({p.key for p in s1.pairs}) == 5
     assert {p.key for p in s1.pairs} <= {p.key for p in d.pairs}
@@ -73,7 +76,8 @@ def test_reference_against_a_folder(tree):
     a, b = tree
     d = reference_pairs(a / "x.png", b)
     assert [p.key for p in d.pairs] == ["deep/er/y", "dup", "only_b", "sub/w2", "w", "x", "z"]
-    assert {p.a for p in d.pairs} == {str(a / "x.png")}
+    assert {p.reference for p in d.pairs} == {str(a / "x.png")}
+    assert d.report()["reference"] == str(a / "x.png") and d.report()["test_dir"] == str(b)
     with pytest.raises(ValueError, match="not a file"):
         reference_pairs(a, b)
 

@@ -60,10 +60,12 @@ def test_one_row_per_pair_with_names_and_sizes(result, folders):
     rows = result.rows
     assert [r["key"] for r in rows] == sorted(r["key"] for r in rows) and [r["index"] for r in rows] == list(range(8))
     assert [r["key"] for r in rows] == ["p00", "p02", "p03", "p05", "p06", "sub/p01", "sub/p04", "sub/p07"]
-    assert (rows[5]["a"], rows[5]["b"]) == ("sub/p01.png", "sub/p01.png")
-    assert rows[0]["b"] == "p00.jpg"
-    assert [r["a_size"] for r in rows] == [r["b_size"] for r in rows]
-    assert {r["a_size"] for r in rows} == {"64x64", "48x56"}
+    assert (rows[5]["reference"], rows[5]["test"]) == ("sub/p01.png", "sub/p01.png")
+    assert rows[0]["test"] == "p00.jpg"
+    assert [r["reference_size"] for r in rows] == [r["test_size"] for r in rows]
+    assert {r["reference_size"] for r in rows} == {"64x64", "48x56"}
+    assert result.columns[:8] == ("index", "key", "reference", "test", "reference_size", "test_size", "error_kind",
+                                  "error")
     assert all(r["error_kind"] == "" for r in rows)
     assert result.columns[8:] == tuple(parse_spec(s).name for s in SPECS)
     passes = result.config["passes"]
@@ -77,8 +79,8 @@ def test_every_metric_equals_the_single_pair_api(result, folders, scorer):
     the batch size (observed ≤ 1e-6 relative)."""
     a_dir, b_dir = folders
     for row in result.rows:
-        a = load_image(a_dir / row["a"]).array
-        b = load_image(b_dir / row["b"]).array
+        a = load_image(a_dir / row["reference"]).array
+        b = load_image(b_dir / row["test"]).array
         for text in SPECS:
             spec = parse_spec(text)
             if spec.learned:
@@ -122,8 +124,8 @@ def test_corrupt_and_mismatched_pairs_are_rows_and_the_rest_is_scored(broken):
     by = {r["key"]: r for r in res.rows}
     assert by["p02"]["error_kind"] == "unreadable" and "p02.png" in by["p02"]["error"]
     assert by["p02"]["lpips-alex-0.1-lin-[-1,1]"] is None
-    assert by["sub/p04"]["error_kind"] == "size-mismatch" and "64x64 and 40x64" in by["sub/p04"]["error"]
-    assert by["sub/p04"]["a_size"] == "64x64" and by["sub/p04"]["b_size"] == "40x64"
+    assert by["sub/p04"]["error_kind"] == "size-mismatch" and "reference 64x64, test 40x64" in by["sub/p04"]["error"]
+    assert by["sub/p04"]["reference_size"] == "64x64" and by["sub/p04"]["test_size"] == "40x64"
     assert all(by[k]["error_kind"] == "" and by[k]["psnr"] > 0 for k in ("p00", "sub/p01", "p03"))
     assert res.summary["n"] == 3 and res.summary["skipped"] == 2
     assert res.summary["skipped_by_reason"] == {"size-mismatch": 1, "unreadable": 1}

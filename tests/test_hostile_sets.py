@@ -219,7 +219,7 @@ def test_every_name_survives_score_kill_resume_and_merge_byte_equal(named, tmp_p
     data = full.read_bytes()
     cols, rows = read_rows(full)
     assert sorted(r["key"] for r in rows) == sorted(names) and all(r["error_kind"] == "" for r in rows)
-    assert {r["a"] for r in rows} == {n + ".png" for n in names}
+    assert {r["reference"] for r in rows} == {n + ".png" for n in names}
     text = data.decode("utf-8")  # always valid UTF-8
     if fmt == "jsonl":
         assert "\u2028" not in text and "\u2029" not in text and "\u0085" not in text
@@ -539,7 +539,7 @@ def test_malformed_manifests_give_one_line(six, tmp_path, capsys, label, change,
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("error: ") and "unexpected" not in err
     assert message in err and "is malformed" in err
-    assert _main("score", str(six.pairs[0].a.rsplit("/", 1)[0]), str(six.pairs[0].b.rsplit("/", 1)[0]), "--metrics",
+    assert _main("score", str(six.pairs[0].reference.rsplit("/", 1)[0]), str(six.pairs[0].test.rsplit("/", 1)[0]), "--metrics",
                  "mse", "--workers", "0", "--batch-size", "1", "--shard", "0/2", "--out", str(shards[0]),
                  "--resume") == 2
     err = capsys.readouterr().err

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from apptest_helpers import frame, ok, row
+from lpips_core import space
 from lpips_core.datasets import match_folders, parse_spec, score_pairs
 from lpips_explorer.demo_dataset import make_demo
 from lpips_core.datasets.methods import compare_methods
@@ -20,25 +21,29 @@ LPIPS = NAMES[-1]
 def expected(tmp_path_factory):
     """The demo set written afresh (bit for bit the page's) and scored by the library."""
     demo = make_demo(tmp_path_factory.mktemp("demo"))
-    return {label: score_pairs(match_folders(demo.reference, folder), NAMES, workers=0)
+    runs = {label: score_pairs(match_folders(demo.reference, folder), NAMES, workers=0)
             for label, folder in demo.methods.items()}
+    runs["demo"] = demo
+    return runs
 
 
 def test_demo_set_scores_equal_the_library(app, expected):
+    expected = dict(expected)
+    demo = expected.pop("demo")
     at = ok(app.run())
     at = ok(at.switch_page(PAGE).run())
     assert at.session_state["ds_metrics"] == list(NAMES)
     at = ok(at.button(key="ds_score").click().run())
 
-    summary = frame(at, "ci95 high")
+    summary = frame(at, "95% CI high")
     for label, res in expected.items():
         for name in NAMES:
-            got = summary[(summary["method"] == label) & (summary["metric"] == name)].iloc[0]
+            got = summary[(summary["method"] == label) & (summary["metric"] == parse_spec(name).label)].iloc[0]
             want = res.summary["metrics"][name]
             assert got["n"] == want["n"] == 12
             assert got["mean"] == pytest.approx(want["mean"], rel=1e-12)
             assert got["std"] == pytest.approx(want["std"], rel=1e-12)
-            assert [got["ci95 low"], got["ci95 high"]] == pytest.approx(want["ci95"], rel=1e-12)
+            assert [got["95% CI low"], got["95% CI high"]] == pytest.approx(want["ci95"], rel=1e-12)
 
     pairs = frame(at, "error_kind")
     assert len(pairs) == 24
@@ -49,27 +54,75 @@ def test_demo_set_scores_equal_the_library(app, expected):
 
     a, b = expected
     comp = compare_methods(expected[a].rows, expected[b].rows, NAMES, labels=(a, b))
-    versus = frame(at, "mean difference (A − B)")
+    versus = frame(at, "A − B")
     for c in comp:
-        got = row(versus, "metric", c["metric"])
-        assert got["mean difference (A − B)"] == pytest.approx(c["diff"], rel=1e-12)
-        assert [got["ci95 low"], got["ci95 high"]] == pytest.approx(c["ci95"], rel=1e-12)
+        got = row(versus, "metric", parse_spec(c["metric"]).label)
+        assert got["A − B"] == pytest.approx(c["diff"], rel=1e-12)
+        assert [got["95% CI low"], got["95% CI high"]] == pytest.approx(c["ci95"], rel=1e-12)
     # the demo's point: pixel metrics prefer the blur, LPIPS the shifted noisy copy
     assert list(versus["better"]) == [a, a, a, b]
     assert any("disagree" in w.value for w in at.warning)
 
+    # the worst pairs' maps in reading order: worst first, numbered, the metric's full label
     charts = at.get("plotly_chart")
     assert len(charts) == 1 + 10  # the distributions and the ten worst pairs' maps
-    worst = sorted((r[LPIPS], label, r["key"]) for label, res in expected.items() for r in res.rows)[::-1][:10]
+    worst = sorted(((r[LPIPS], label, r["key"]) for label, res in expected.items() for r in res.rows),
+                   key=lambda t: -t[0])[:10]
     titles = [json.loads(c.proto.spec)["layout"]["title"]["text"] for c in charts[1:]]
-    want = [f"{label} · {key} · {v:.4f}" for v, label, key in worst]
-    assert titles == want[0::2] + want[1::2]  # two columns: the left one's maps come first
+    assert titles == [f"{i}. {label} · {key} · {v:.4f}" for i, (v, label, key) in enumerate(worst, 1)]
 
-    # explain: the mean of method A under LPIPS-Alex is found first, at distance ~0
-    at.number_input(key="ds_reported").set_value(expected[a].summary["metrics"][LPIPS]["mean"])
+    # each folder's diversity: lpips_core.space.diversity of its embedding (jackknife over images)
+    at.session_state["ds_diversity"] = True
+    at = ok(at.run())
+    div = frame(at, "diversity")
+    spec = parse_spec(LPIPS)
+    model = spec.build("cpu")
+    folders = {"reference": demo.reference, **demo.methods}
+    assert list(div["folder"]) == list(folders)
+    for (_, got), folder in zip(div.iterrows(), folders.values()):
+        want = space.diversity(space.embed(model, folder, spec=spec))
+        assert got["images"] == 12
+        assert [got["diversity"], got["95% CI low"], got["95% CI high"]] == pytest.approx(
+            [want["mean"], *want["ci95"]], rel=1e-6)
+    assert any("LPIPS space" in link.label for link in at.get("page_link"))
+
+
+def test_explain_finds_the_vgg_number_first(app, expected):
+    """A number made with LPIPS · VGG16 on the blur's pairs, written "LPIPS (VGG)": the page reads
+    the name, searches VGG16 only, ranks LPIPS · VGG16 first (its 96-px twin merged into the row, as
+    the demo's images are 96 px) and says how many configurations hold the number."""
+    demo = expected["demo"]
+    vgg = parse_spec("lpips-vgg")
+    reported = score_pairs(match_folders(demo.reference, demo.methods["A-blur"]), [vgg.name],
+                           workers=0).summary["metrics"][vgg.name]["mean"]
+    at = ok(app.run())
+    at = ok(at.switch_page(PAGE).run())
+    at = ok(at.multiselect(key="ds_metrics").set_value(["mse"]).run())
+    at = ok(at.button(key="ds_score").click().run())
+    assert at.selectbox(key="ds_explain_method").value == "A-blur"
+    at = ok(at.text_input(key="ds_written").set_value("LPIPS (VGG)").run())
+    assert at.session_state["ds_explain_nets"] == ["vgg"]  # the name narrowed the backbones
+    assert any(c.value.startswith("The name says: backbone VGG16 (from 'VGG').") for c in at.caption)
+    assert at.multiselect(key="ds_explain_sizes").options == ["native", "64×64 px", "96×96 px", "224×224 px", "256×256 px"]
+    at.number_input(key="ds_reported").set_value(reported)
+    at = ok(at.multiselect(key="ds_explain_sizes").set_value(["native", 96]).run())
     at = ok(at.button(key="ds_explain_go").click().run())
-    top = frame(at, "holds_reported").iloc[0]
-    assert top["config"] == LPIPS and top["distance"] < 1e-6
+
+    ex = at.session_state["ds_explained"][1]
+    shown = frame(at, "same values")
+    top = shown.iloc[0]
+    assert top["configuration"] == "LPIPS · VGG16" and top["★"] == "★" and top["name"] == "✓"
+    assert top["mean"] == pytest.approx(reported, rel=1e-6) and abs(top["z"]) < 1e-4
+    assert top["same values"] == "LPIPS · VGG16 (96 px)"  # equal values on 96-px images: one row
+    assert set(shown["configuration"].str.slice(0, 13)) == {"LPIPS · VGG16"}  # VGG16 only
+    assert len(shown) == 10 and len(ex["candidates"]) == 24  # 48 configurations, merged in pairs
+    holding = sum(c["holds_reported"] for c in ex["candidates"])
+    assert ex["verdict"] == ("one" if holding == 1 else "several")
+    sentence = (f"One configuration's 95% interval holds {reported:g}: {vgg.name}." if holding == 1 else
+                f"{holding} configurations' 95% intervals hold {reported:g}: this data cannot tell them apart "
+                "(more pairs narrow the intervals).")
+    shown_verdict = at.success if holding == 1 else at.warning
+    assert [m.value.replace("\\", "") for m in shown_verdict] == [sentence]
 
 
 def _zip(members: dict[str, bytes]) -> bytes:
@@ -107,11 +160,11 @@ def test_zip_upload_is_guarded_then_scored(app, tmp_path):
         (tmp_path / folder).mkdir(exist_ok=True)
         (tmp_path / folder / n).write_bytes(data)
     want = score_pairs(match_folders(ref, mine), ["mse", LPIPS], workers=0)
-    summary = frame(at, "ci95 high")
-    assert list(summary["metric"]) == ["mse", LPIPS] and set(summary["method"]) == {"mine"}
+    summary = frame(at, "95% CI high")
+    assert list(summary["metric"]) == ["MSE", "LPIPS · AlexNet"] and set(summary["method"]) == {"mine"}
     assert list(summary["mean"]) == pytest.approx([want.summary["metrics"][m]["mean"] for m in ("mse", LPIPS)],
                                                   rel=1e-12)
-    assert not any("mean difference (A − B)" in df.value.columns for df in at.dataframe)  # one method only
+    assert not any("A − B" in t.value.columns for t in at.table)  # one method only
     assert len(at.get("plotly_chart")) == 1 + 3
 
 
@@ -130,5 +183,5 @@ def test_two_sets_of_files_are_paired_by_name(app, tmp_path):
         [f"reference/{n}" for n in demo.names[:3]] + [f"test/{n}" for n in demo.names[1:4]])
     at = ok(at.multiselect(key="ds_metrics").set_value(["mse"]).run())
     at = ok(at.button(key="ds_score").click().run())
-    assert any("test: 2 pairs · 0 skipped" in c.value and "unmatched: 1 reference, 1 method" in c.value
+    assert any("test: 2 pairs · 0 skipped" in c.value and "unmatched: 1 reference, 1 test" in c.value
                for c in at.caption)

@@ -2,14 +2,16 @@
 
 ::
 
-    python -m lpips_core score DIR_A DIR_B [--metrics lpips,ssim] [--out rows.csv] [--json] ...
-    python -m lpips_core score REF.png DIR_B             # one reference against a folder
+    python -m lpips_core score REFERENCE_DIR TEST_DIR [--metrics lpips,ssim] [--out rows.csv] [--json] ...
+    python -m lpips_core score REFERENCE.png TEST_DIR    # one reference against a folder
     python -m lpips_core diversity DIR [--matrix D.npy]     # LPIPS/ST-LPIPS: all pairs via the Gram matrix
     python -m lpips_core diversity DIR --sample 1000 --seed 0   # pairs one by one (any metric)
-    python -m lpips_core explain DIR_A DIR_B --reported 0.109 [--name "LPIPS (VGG)"] [--size 128]
+    python -m lpips_core explain REFERENCE_DIR TEST_DIR --reported 0.109 [--name "LPIPS (VGG)"] [--size 128]
     python -m lpips_core merge rows.csv rows.0.csv rows.1.csv rows.2.csv
 
-A progress bar (tqdm, pairs/s) goes to stderr when it is a terminal; the summary table to
+The first folder holds the references (ground truth), the second the test images (a method's
+outputs); the order matters (``--mismatch resize`` resizes each test image to its reference's
+size). A progress bar (tqdm, pairs/s) goes to stderr when it is a terminal; the summary table to
 stdout, or one JSON object with ``--json``. Every error — bad arguments, an unreadable folder,
 missing weights — exits with status 2 and one line on stderr, ``error: ...``.
 :func:`add_parsers` registers the subcommands on the main parser's subparsers; :func:`run`
@@ -110,7 +112,8 @@ def _common(p: argparse.ArgumentParser, *, metrics: bool = True) -> None:
         p.add_argument("--size", type=_size, default=None,
                        help="resize both images to N x N before the networks (classic metrics stay native)")
     p.add_argument("--mismatch", choices=("error", "resize", "crop"), default="error",
-                   help="pairs of different sizes: an error row (default), resize B to A, or center-crop both")
+                   help="pairs of different sizes: an error row (default), resize each test image to its "
+                        "reference's size, or center-crop both to their common size")
     p.add_argument("--workers", type=_workers, default=None,
                    help="decoding processes when the networks run in the main process (default: CPUs − 1, 1 to 4; "
                         "0: decode in the main process, no lanes)")
@@ -136,11 +139,16 @@ def _outputs(p: argparse.ArgumentParser) -> None:
                    help="--resume a table written with other package versions, weights or device (recorded)")
 
 
+def _folders(p: argparse.ArgumentParser) -> None:
+    """The two positional folders, named by role: references first, test images second."""
+    p.add_argument("reference", metavar="REFERENCE_DIR", help="references (ground truth), or one reference image")
+    p.add_argument("test", metavar="TEST_DIR", help="test images (a method's outputs)")
+
+
 def add_parsers(subparsers) -> None:
     """Add ``score``, ``diversity``, ``explain`` and ``merge`` to the main parser's subparsers."""
     s = subparsers.add_parser("score", help="score pairs of two folders matched by name (or one reference)")
-    s.add_argument("a", help="folder A (references), or one reference image file")
-    s.add_argument("b", help="folder B (test images)")
+    _folders(s)
     _common(s)
     _outputs(s)
     d = subparsers.add_parser("diversity", help="mean distance over all pairs of images in one folder")
@@ -151,8 +159,7 @@ def add_parsers(subparsers) -> None:
     _outputs(d)
     _space_options(d)
     e = subparsers.add_parser("explain", help="which configuration reproduces a reported dataset mean")
-    e.add_argument("a", help="folder A (references), or one reference image file")
-    e.add_argument("b", help="folder B (test images)")
+    _folders(e)
     e.add_argument("--reported", type=_reported, required=True, help="the reported mean, e.g. 0.109")
     e.add_argument("--name", default=None, help='the metric as the paper wrote it, e.g. "LPIPS (VGG)": '
                    "the search is narrowed to what it says (backbone, version, baseline)")
@@ -229,9 +236,9 @@ def _discover(args):
 
         return all_pairs(args.dir, sample=args.sample, seed=args.seed, max_pairs=MAX_ALL_PAIRS,
                          per_pair_seconds=_pair_seconds(args))
-    if Path(args.a).is_file():
-        return reference_pairs(args.a, args.b)
-    return match_folders(args.a, args.b)
+    if Path(args.reference).is_file():
+        return reference_pairs(args.reference, args.test)
+    return match_folders(args.reference, args.test)
 
 
 #: A rough cost of one pair at 256 px on one CPU core, per metric, in seconds (for the
@@ -269,10 +276,11 @@ def _print_summary(out: dict) -> None:
         print(f"{name:<{width}}  {s['n']:>6}  {_fmt(s['mean']):>10}  {_fmt(s['std']):>10}  [{_fmt(lo)}, {_fmt(hi)}]")
     print("std: sample standard deviation (ddof=1); CI: Student t")
     disc = out["config"].get("discovery") or {}
-    left = {k: disc.get(k, 0) for k in ("only_a", "only_b", "duplicates", "ignored") if disc.get(k)}
+    what = {"only_reference": "references without a test image", "only_test": "test images without a reference",
+            "duplicates": "duplicate names", "ignored": "non-image files"}
+    left = {k: disc.get(k, 0) for k in what if disc.get(k)}
     if left:
-        print("not paired: " + ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in left.items())
-              + " (see --json for the files)")
+        print("not paired: " + ", ".join(f"{v} {what[k]}" for k, v in left.items()) + " (see --json for the files)")
 
 
 def _score(args) -> dict:
@@ -284,8 +292,8 @@ def _score(args) -> dict:
     disc = _discover(args)
     if not disc.pairs:
         rep = disc.report()
-        raise ValueError(f"no pairs found ({rep['only_a']} unmatched in A, {rep['only_b']} in B, "
-                         f"{rep['duplicates']} duplicate names)")
+        raise ValueError(f"no pairs found ({rep['only_reference']} references without a test image, "
+                         f"{rep['only_test']} test images without a reference, {rep['duplicates']} duplicate names)")
     bar = _Bar(args.command)
     try:
         res = score_pairs(disc, specs, mismatch=args.mismatch, out=args.out, resume=args.resume, shard=args.shard,

@@ -7,7 +7,7 @@ the workers while the main process runs the networks). A pair that cannot be rea
 (lists of pair indices, see :mod:`lpips_core.datasets.score`), given as the ``batch_sampler``.
 
 A worker decodes a whole block and writes the pairs of each size, channels first, straight into
-two shared-memory tensors ``(n, 3, H, W)`` (one for the ``a`` sides, one for the ``b`` sides):
+two shared-memory tensors ``(n, 3, H, W)`` (one for the references, one for the test images):
 per block one copy of the pixels and two tensors to hand over, whatever the number of pairs.
 The main process gets each pair's ``a``/``b`` as views of those, so a scorer takes a size
 bucket's batch without stacking it again (:func:`stack_rows`).
@@ -15,8 +15,8 @@ bucket's batch without stacking it again (:func:`stack_rows`).
 Mismatch policies (``a`` is the reference, ``b`` the test image):
 
 - ``"error"``: a pair whose sizes differ becomes an error row (``size-mismatch``);
-- ``"resize"``: ``b`` is resized to ``a``'s size (antialiased bilinear in ``[0, 1]``,
-  :func:`lpips_core.conventions.resize`);
+- ``"resize"``: the test image is resized to its reference's size (antialiased bilinear in
+  ``[0, 1]``, :func:`lpips_core.conventions.resize`);
 - ``"crop"``: both are center-cropped to the common ``min(H) × min(W)`` (offsets rounded down).
 """
 
@@ -51,10 +51,10 @@ class Decoded:
     Attributes:
         index: the pair's position in the sorted list of all pairs.
         pair: the :class:`~lpips_core.datasets.pairs.Pair`.
-        a, b: ``(3, H, W)`` contiguous float32 tensors in ``[0, 1]`` of equal size (after the
-            policy), or ``None`` when ``error`` is set. (From :func:`block_loader`: rows of the
-            block's tensors of that size, see the module docstring.)
-        a_size, b_size: ``"HxW"`` of each file as decoded, before the policy (``""`` if unread).
+        a, b: the reference and the test image, ``(3, H, W)`` contiguous float32 tensors in
+            ``[0, 1]`` of equal size (after the policy), or ``None`` when ``error`` is set. (From
+            :func:`block_loader`: rows of the block's tensors of that size, see the module docstring.)
+        reference_size, test_size: ``"HxW"`` of each file as decoded, before the policy (``""`` if unread).
         error_kind: ``""``, ``"unreadable"``, ``"too_large"`` (over the pixel budget, or out of
             memory), ``"size-mismatch"``, ``"too-small"`` or ``"failed"``.
         error: the message.
@@ -65,8 +65,8 @@ class Decoded:
     pair: Pair
     a: torch.Tensor | None = None
     b: torch.Tensor | None = None
-    a_size: str = ""
-    b_size: str = ""
+    reference_size: str = ""
+    test_size: str = ""
     error_kind: str = ""
     error: str = ""
     classic: dict[str, float] = field(default_factory=dict)
@@ -86,7 +86,7 @@ def _match(a: np.ndarray, b: np.ndarray, mismatch: str) -> tuple[np.ndarray, np.
     if mismatch == "crop":
         h, w = min(a.shape[0], b.shape[0]), min(a.shape[1], b.shape[1])
         return _center_crop(a, h, w), _center_crop(b, h, w)
-    raise ValueError(f"sizes differ: {a.shape[0]}x{a.shape[1]} and {b.shape[0]}x{b.shape[1]} "
+    raise ValueError(f"sizes differ: reference {a.shape[0]}x{a.shape[1]}, test {b.shape[0]}x{b.shape[1]} "
                      "(mismatch policy 'error'; use resize or crop)")
 
 
@@ -95,10 +95,10 @@ def _decode_arrays(index: int, pair: Pair, mismatch: str, classic: Sequence[str]
     """:func:`decode_pair`'s work, leaving the images as ``(H, W, 3)`` arrays (``None`` on error)."""
     out = Decoded(index, pair)
     try:
-        a = load_image(pair.a, max_side=max_side, max_pixels=max_pixels).array
-        out.a_size = f"{a.shape[0]}x{a.shape[1]}"
-        b = load_image(pair.b, max_side=max_side, max_pixels=max_pixels).array
-        out.b_size = f"{b.shape[0]}x{b.shape[1]}"
+        a = load_image(pair.reference, max_side=max_side, max_pixels=max_pixels).array
+        out.reference_size = f"{a.shape[0]}x{a.shape[1]}"
+        b = load_image(pair.test, max_side=max_side, max_pixels=max_pixels).array
+        out.test_size = f"{b.shape[0]}x{b.shape[1]}"
     except ImageTooLarge as exc:
         out.error_kind, out.error = "too_large", " ".join(str(exc).split())
         return out, None, None
@@ -117,7 +117,7 @@ def _decode_arrays(index: int, pair: Pair, mismatch: str, classic: Sequence[str]
             out.error_kind, out.error = "too-small", str(exc)
             return out, None, None
     except MemoryError:
-        out.error_kind, out.error = "too_large", (f"ran out of memory on the {out.a_size} and {out.b_size} "
+        out.error_kind, out.error = "too_large", (f"ran out of memory on the {out.reference_size} and {out.test_size} "
                                                   "images; downscale them or lower max_pixels (--max-pixels)")
         out.classic = {}
         return out, None, None

@@ -3,14 +3,18 @@
 Every function returns a :class:`Discovery`: the pairs in a deterministic order (sorted by
 ``key``) plus everything it did *not* pair, so nothing is ever dropped silently:
 
-- ``only_a`` / ``only_b``: files whose name (relative path without extension) has no partner;
+- ``only_reference`` / ``only_test``: files whose name (relative path without extension) has no
+  partner in the other folder;
 - ``duplicates``: names that more than one file on a side claims (``cat.png`` and ``cat.jpg``):
   ambiguous, so none of them is paired;
 - ``ignored``: files that are not images by their extension (:data:`IMAGE_EXTENSIONS`), hidden
   files included.
 
-Paths in rows are relative to their folder, with ``/`` separators, so a table written on one
-machine merges with one written on another (see :mod:`lpips_core.datasets.store`).
+A pair's two sides are named by their role: ``reference`` (the ground truth) and ``test`` (the
+image under test, a method's output); all pairs of one folder (diversity) have no roles, and
+there ``reference`` is the pair's first image in name order and ``test`` the second. Paths in rows
+are relative to their folder, with ``/`` separators, so a table written on one machine merges
+with one written on another (see :mod:`lpips_core.datasets.store`).
 """
 
 from __future__ import annotations
@@ -50,16 +54,18 @@ class Pair:
 
     Attributes:
         key: the pair's name, unique within a discovery, and its sort key (folders: the
-            relative path without extension; all pairs: ``"a|b"``).
-        a, b: the files' paths (``a`` is the reference, ``b`` the test image).
-        a_name, b_name: the paths relative to their folder, ``/``-separated (what rows show).
+            relative path without extension; all pairs: ``"first|second"``).
+        reference, test: the files' paths: the reference (ground truth) and the test image (all
+            pairs: the first and second image in name order).
+        reference_name, test_name: the paths relative to their folder, ``/``-separated (what
+            rows show).
     """
 
     key: str
-    a: str
-    b: str
-    a_name: str
-    b_name: str
+    reference: str
+    test: str
+    reference_name: str
+    test_name: str
 
 
 @dataclass(frozen=True)
@@ -68,16 +74,16 @@ class Discovery:
 
     Attributes:
         pairs: the pairs, sorted by ``key``.
-        only_a, only_b: relative paths of files with no partner on the other side.
-        duplicates: ``(name, files of A, files of B)`` for names claimed by several files of a side.
-        ignored: relative paths (``"a:"``/``"b:"`` prefixed for two folders) of non-image files.
+        only_reference, only_test: relative paths of files with no partner in the other folder.
+        duplicates: ``(name, reference files, test files)`` for names claimed by several files of a side.
+        ignored: relative paths (``"reference:"``/``"test:"`` prefixed for two folders) of non-image files.
         mode: ``"folders"``, ``"all-pairs"`` or ``"reference"``.
         total: for ``"all-pairs"``, how many pairs exist before sampling; else ``len(pairs)``.
     """
 
     pairs: tuple[Pair, ...]
-    only_a: tuple[str, ...] = ()
-    only_b: tuple[str, ...] = ()
+    only_reference: tuple[str, ...] = ()
+    only_test: tuple[str, ...] = ()
     duplicates: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = ()
     ignored: tuple[str, ...] = ()
     mode: str = "folders"
@@ -91,13 +97,13 @@ class Discovery:
             "mode": self.mode,
             "pairs": len(self.pairs),
             "total": self.total,
-            "only_a": len(self.only_a),
-            "only_b": len(self.only_b),
+            "only_reference": len(self.only_reference),
+            "only_test": len(self.only_test),
             "duplicates": len(self.duplicates),
             "ignored": len(self.ignored),
             "examples": {
-                "only_a": list(self.only_a[:cap]),
-                "only_b": list(self.only_b[:cap]),
+                "only_reference": list(self.only_reference[:cap]),
+                "only_test": list(self.only_test[:cap]),
                 "duplicates": [[stem, list(fa), list(fb)] for stem, fa, fb in self.duplicates[:cap]],
                 "ignored": list(self.ignored[:cap]),
             },
@@ -143,29 +149,31 @@ def _groups(files: list[str]) -> dict[str, list[str]]:
     return groups
 
 
-def match_folders(dir_a: str | os.PathLike[str], dir_b: str | os.PathLike[str]) -> Discovery:
-    """Pair the images of two folders by relative path without extension, recursively.
+def match_folders(reference_dir: str | os.PathLike[str], test_dir: str | os.PathLike[str]) -> Discovery:
+    """Pair the references (ground truth) with the test images (a method's outputs) by relative
+    path without extension, recursively.
 
-    ``a/x/cat.png`` pairs with ``b/x/cat.jpg`` (key ``"x/cat"``); ``a/cat.png`` does not pair with
-    ``b/x/cat.png``. A name claimed by several files of one side is ambiguous: none of its files
-    is paired, and it is reported in ``duplicates`` with the files of both sides.
+    ``reference_dir/x/cat.png`` pairs with ``test_dir/x/cat.jpg`` (key ``"x/cat"``);
+    ``reference_dir/cat.png`` does not pair with ``test_dir/x/cat.png``. A name claimed by several
+    files of one side is ambiguous: none of its files is paired, and it is reported in
+    ``duplicates`` with the files of both sides.
 
     Raises:
         ValueError: a folder is missing, not a folder or unreadable.
     """
-    ra, rb = _check_dir(dir_a, "folder A"), _check_dir(dir_b, "folder B")
+    ra, rb = _check_dir(reference_dir, "reference folder"), _check_dir(test_dir, "test folder")
     files_a, other_a = _walk(ra)
     files_b, other_b = _walk(rb)
     ga, gb = _groups(files_a), _groups(files_b)
     dup = {s for s in set(ga) | set(gb) if len(ga.get(s, ())) > 1 or len(gb.get(s, ())) > 1}
     keys = sorted((set(ga) & set(gb)) - dup)
     pairs = tuple(Pair(k, str(ra / ga[k][0]), str(rb / gb[k][0]), ga[k][0], gb[k][0]) for k in keys)
-    only_a = tuple(ga[s][0] for s in sorted(set(ga) - set(gb) - dup))
-    only_b = tuple(gb[s][0] for s in sorted(set(gb) - set(ga) - dup))
+    only_ref = tuple(ga[s][0] for s in sorted(set(ga) - set(gb) - dup))
+    only_test = tuple(gb[s][0] for s in sorted(set(gb) - set(ga) - dup))
     dups = tuple((s, tuple(ga.get(s, ())), tuple(gb.get(s, ()))) for s in sorted(dup))
-    ignored = tuple([f"a:{r}" for r in other_a] + [f"b:{r}" for r in other_b])
-    return Discovery(pairs, only_a, only_b, dups, ignored, "folders", len(pairs),
-                     {"dir_a": str(dir_a), "dir_b": str(dir_b)})
+    ignored = tuple([f"reference:{r}" for r in other_a] + [f"test:{r}" for r in other_b])
+    return Discovery(pairs, only_ref, only_test, dups, ignored, "folders", len(pairs),
+                     {"reference_dir": str(reference_dir), "test_dir": str(test_dir)})
 
 
 def _unrank(k: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -245,7 +253,7 @@ def all_pairs(folder: str | os.PathLike[str], *, sample: int | None = None, seed
 
 
 def reference_pairs(reference: str | os.PathLike[str], folder: str | os.PathLike[str]) -> Discovery:
-    """One reference image against every image in ``folder`` (recursive); keys are the folder's names.
+    """One reference image against every test image in ``folder`` (recursive); keys are the folder's names.
 
     Raises:
         ValueError: the reference is not a file, or the folder is missing or unreadable.
@@ -253,14 +261,14 @@ def reference_pairs(reference: str | os.PathLike[str], folder: str | os.PathLike
     ref = Path(reference)
     if not ref.is_file():
         raise ValueError(f"reference {str(reference)!r} is not a file")
-    root = _check_dir(folder, "folder")
+    root = _check_dir(folder, "test folder")
     files, other = _walk(root)
     pairs = tuple(Pair(_stem(r), str(ref), str(root / r), ref.name, r) for r in files)
     dups = tuple((k, (), tuple(v)) for k, v in sorted(_groups(files).items()) if len(v) > 1)
     bad = {d[0] for d in dups}
     kept = tuple(sorted((p for p in pairs if p.key not in bad), key=lambda p: p.key))
     return Discovery(kept, duplicates=dups, ignored=tuple(other), mode="reference", total=len(kept),
-                     source={"reference": str(reference), "dir": str(folder)})
+                     source={"reference": str(reference), "test_dir": str(folder)})
 
 
 def folder_pixels(folder: str | os.PathLike[str], *, max_pixels: int | None = None) -> int:
@@ -287,14 +295,15 @@ def pairs_digest(pairs: Sequence[Pair]) -> str:
 
     Independent of where the folders are mounted, so shards run on different machines merge.
     """
-    return names_digest((p.key, p.a_name, p.b_name) for p in pairs)
+    return names_digest((p.key, p.reference_name, p.test_name) for p in pairs)
 
 
 def names_digest(entries: Iterable[tuple[str, str, str]]) -> str:
-    """:func:`pairs_digest` of ``(key, a_name, b_name)`` triples (e.g. a table's rows, in index order)."""
+    """:func:`pairs_digest` of ``(key, reference_name, test_name)`` triples (e.g. a table's rows,
+    in index order)."""
     h = hashlib.sha256()
-    for key, a, b in entries:
-        h.update(f"{key}\t{a}\t{b}\n".encode("utf-8", "surrogateescape"))
+    for key, ref, test in entries:
+        h.update(f"{key}\t{ref}\t{test}\n".encode("utf-8", "surrogateescape"))
     return h.hexdigest()
 
 

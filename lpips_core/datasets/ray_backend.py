@@ -84,7 +84,7 @@ def score_ray(
     block = default_block(torch.device(device or "cpu")) if batch_size is None else int(batch_size)
     if block < 1:
         raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
-    items = [{"block": k // block, "pairs": json.dumps([[i, p.key, p.a, p.b, p.a_name, p.b_name]
+    items = [{"block": k // block, "pairs": json.dumps([[i, p.key, p.reference, p.test, p.reference_name, p.test_name]
                                                         for i, p in enumerate(pairs[k:k + block], k)])}
              for k in range(0, len(pairs), block)]
     rows: list[dict] = []

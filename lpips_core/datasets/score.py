@@ -231,8 +231,9 @@ class Scorer:
                 values.update({d.index: {} for d in ds})
         rows = []
         for d in sorted(items, key=lambda d: d.index):
-            row = {"index": d.index, "key": d.pair.key, "a": d.pair.a_name, "b": d.pair.b_name,
-                   "a_size": d.a_size, "b_size": d.b_size, "error_kind": d.error_kind, "error": d.error}
+            row = {"index": d.index, "key": d.pair.key, "reference": d.pair.reference_name, "test": d.pair.test_name,
+                   "reference_size": d.reference_size, "test_size": d.test_size, "error_kind": d.error_kind,
+                   "error": d.error}
             ok = not d.error_kind
             v = {**d.classic, **values.get(d.index, {})} if ok else {}
             row.update({name: v.get(name) for name in self.names})

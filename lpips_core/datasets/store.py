@@ -63,11 +63,16 @@ __all__ = [
     "write_table",
 ]
 
-BASE_COLUMNS: tuple[str, ...] = ("index", "key", "a", "b", "a_size", "b_size", "error_kind", "error")
-"""Columns every row has: the pair's global index and key, both files (relative names), both
-decoded sizes ``"HxW"``, and ``error_kind``/``error`` (empty when the pair was scored)."""
+BASE_COLUMNS: tuple[str, ...] = ("index", "key", "reference", "test", "reference_size", "test_size", "error_kind",
+                                  "error")
+"""Columns every row has: the pair's global index and key, the reference and the test file
+(relative names), their decoded sizes ``"HxW"``, and ``error_kind``/``error`` (empty when the pair
+was scored)."""
 
-_TEXT = {"key", "a", "b", "a_size", "b_size", "error_kind", "error"}
+_TEXT = {"key", "reference", "test", "reference_size", "test_size", "error_kind", "error"}
+
+#: The columns of the reference and test files in tables that name them by position instead.
+_POSITIONAL = ("a", "b", "a_size", "b_size")
 
 ERROR_KINDS: frozenset[str] = frozenset({"unreadable", "too_large", "size-mismatch", "too-small", "failed"})
 """The values of ``error_kind`` on a row that could not be scored (``""`` on a scored row)."""
@@ -273,6 +278,7 @@ def read_rows(path: str | os.PathLike[str]) -> tuple[tuple[str, ...], list[dict]
         if not records:
             return (), []
         columns = tuple(restore(c) for c in records[0])
+        _check_columns(path, columns)
         for n, rec in enumerate(records[1:], 2):
             if len(rec) != len(columns):
                 raise ValueError(f"{path}: record {n} has {len(rec)} fields, the header {len(columns)}")
@@ -292,16 +298,27 @@ def read_rows(path: str | os.PathLike[str]) -> tuple[tuple[str, ...], list[dict]
                 raise ValueError(f"{path}: line {n} is not JSON ({str(exc)[:80]})") from None
             if not isinstance(rec, dict):
                 raise ValueError(f"{path}: line {n} is not a JSON object")
-            columns = columns or tuple(rec)
+            if not columns:
+                columns = tuple(rec)
+                _check_columns(path, columns)
             try:
                 rows.append({c: (float(v) if isinstance(v, str) and c not in _TEXT else _decode_value(c, v))
                              for c, v in rec.items()})
             except ValueError as exc:
                 raise ValueError(f"{path}: line {n}: {exc}") from None
-    missing = [c for c in BASE_COLUMNS if columns and c not in columns]
+    return columns, rows
+
+
+def _check_columns(path, columns: Sequence[str]) -> None:
+    """Refuse a table without :data:`BASE_COLUMNS`, in one line (naming the renaming that fixes a
+    table whose files are in columns ``a``/``b``)."""
+    missing = [c for c in BASE_COLUMNS if c not in columns]
+    if missing and all(c in columns for c in _POSITIONAL):
+        raise ValueError(f"{path} has columns a, b, a_size, b_size; this version expects reference, test, "
+                         "reference_size, test_size (the same data): rename them (a CSV's header, every line's "
+                         "keys in JSON Lines) or score into a new file")
     if missing:
         raise ValueError(f"{path} is not a results table: columns {missing} are missing")
-    return columns, rows
 
 
 def check_rows(rows: Sequence[dict], names: Sequence[str], *, total: int, where: str,
@@ -309,7 +326,7 @@ def check_rows(rows: Sequence[dict], names: Sequence[str], *, total: int, where:
     """Refuse rows a scorer cannot have written (one-line ``ValueError`` naming the row).
 
     Every row's ``index`` lies in ``[0, total)``; with ``pairs`` (the sorted pairs), its
-    ``key``, ``a`` and ``b`` are those of ``pairs[index]``; ``error_kind`` is ``""`` or one of
+    ``key``, ``reference`` and ``test`` are those of ``pairs[index]``; ``error_kind`` is ``""`` or one of
     :data:`ERROR_KINDS`; a scored row holds a finite number for every metric in ``names``
     (PSNR may be ``+inf``: identical images), a row with an error none.
     """
@@ -319,7 +336,7 @@ def check_rows(rows: Sequence[dict], names: Sequence[str], *, total: int, where:
             raise ValueError(f"{where}: a row has index {i!r}, outside 0…{total - 1}")
         if pairs is not None:
             p = pairs[i]
-            if (r.get("key"), r.get("a"), r.get("b")) != (p.key, p.a_name, p.b_name):
+            if (r.get("key"), r.get("reference"), r.get("test")) != (p.key, p.reference_name, p.test_name):
                 raise ValueError(f"{where}: the row at index {i} is for {_short(r.get('key'))!r}, but pair {i} is "
                                  f"{_short(p.key)!r}: the table does not belong to these pairs")
         kind = r.get("error_kind")
@@ -503,7 +520,7 @@ def merge_tables(shards: Sequence[str | os.PathLike[str]], out: str | os.PathLik
     rows.sort(key=lambda r: r["index"])
     if len(rows) != total or any(r["index"] != i for i, r in enumerate(rows)):
         raise ValueError(f"the shards hold {len(rows)} rows for {total} pairs (some missing or repeated)")
-    if names_digest((r["key"], r["a"], r["b"]) for r in rows) != first["config"]["pairs_digest"]:
+    if names_digest((r["key"], r["reference"], r["test"]) for r in rows) != first["config"]["pairs_digest"]:
         raise ValueError("the shards' rows do not name the pairs their manifests were computed on "
                          "(keys or file names differ from the configuration's pairs_digest)")
     write_table(out, columns, rows)
