@@ -1,6 +1,6 @@
 """The documents are the user's: every relative link and image in them exists, every Python snippet
 in the README runs as written, the README stays a page (≤ 250 lines, with pictures of the app), and
-no document, source or result file names a working session ("stop 12") instead of saying what the
+no document, source or result file names a working session (the word "stop" and a number) instead of saying what the
 code does."""
 
 from __future__ import annotations
