@@ -27,6 +27,8 @@ convention is applied.
 
 from __future__ import annotations
 
+import math
+
 from typing import Literal, Sequence, get_args
 
 import numpy as np
@@ -86,10 +88,10 @@ def _check_tensor(x: torch.Tensor) -> None:
         raise ValueError(f"expected a tensor (N, 3, H, W) in [0, 1], got shape {tuple(x.shape)}")
     if not x.is_floating_point():
         raise TypeError(f"expected a float tensor in [0, 1], got dtype {x.dtype}; divide 8-bit data by 255")
-    if not bool(torch.isfinite(x).all()):
+    lo, hi = (float(v) for v in torch.aminmax(x.detach()))  # NaN propagates into both, inf shows as one
+    if not (math.isfinite(lo) and math.isfinite(hi)):
         raise ValueError("img contains non-finite values (nan or inf)")
-    lo, hi = torch.aminmax(x.detach())
-    check_range(float(lo), float(hi), name="img")
+    check_range(lo, hi, name="img")
 
 
 def to_gray(x: torch.Tensor) -> torch.Tensor:

@@ -292,6 +292,14 @@ class Embedding:
                 out[lo - i0:hi - i0] = arr[lo - start:hi - start, k0:k1]
         return out
 
+    def _view(self, i0: int, i1: int, k0: int, k1: int) -> np.ndarray:
+        """Rows ``[i0, i1)``, columns ``[k0, k1)``: a (strided) view when one in-memory block holds
+        them, else :meth:`rows`'s copy. For a reader that converts anyway (a float64 GEMM)."""
+        for start, arr in self.blocks:
+            if type(arr) is np.ndarray and start <= i0 and i1 <= start + arr.shape[0]:
+                return arr[i0 - start:i1 - start, k0:k1]
+        return self.rows(i0, i1, k0, k1)
+
     def take(self, indices: Sequence[int]) -> np.ndarray:
         """Whole rows at ``indices`` ``(len, D)`` float32."""
         out = np.empty((len(indices), self.dim), dtype=np.float32)
@@ -681,9 +689,11 @@ def _tile_gram(a: "Embedding", b: "Embedding", i0, i1, j0, j1, chunk, dev, sym: 
         dtype = torch.float64
         chunk = int(min(a.dim, max(chunk, (budget // 2) // (8 * (ti + (0 if sym else tj))))))
     acc = torch.zeros((ti, tj), dtype=torch.float64, device=dev)
+    # float64 tiles convert the rows anyway: read them from a view, without a float32 copy first
+    read = (lambda e, *r: e._view(*r)) if dtype == torch.float64 else (lambda e, *r: e.rows(*r))
     for k0 in range(0, a.dim, chunk):
         k1 = min(a.dim, k0 + chunk)
-        x = torch.from_numpy(a.rows(i0, i1, k0, k1)).to(dev, dtype)
+        x = torch.from_numpy(read(a, i0, i1, k0, k1)).to(dev, dtype)
         if sym:
             # a diagonal tile: the upper block triangle, mirrored below (half the FLOPs)
             step = 512
@@ -691,7 +701,7 @@ def _tile_gram(a: "Embedding", b: "Embedding", i0, i1, j0, j1, chunk, dev, sym: 
                 r1 = min(x.shape[0], r0 + step)
                 acc[r0:r1, r0:] += x[r0:r1] @ x[r0:].T
         else:
-            y = torch.from_numpy(b.rows(j0, j1, k0, k1)).to(dev, dtype)
+            y = torch.from_numpy(read(b, j0, j1, k0, k1)).to(dev, dtype)
             acc += x @ y.T
     if sym:
         step = 512
