@@ -62,7 +62,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from machine import machine_info  # noqa: E402  (benchmarks/machine.py)
+from machine import host_tag, machine_info  # noqa: E402  (benchmarks/machine.py)
 
 RESULTS = REPO / "benchmarks" / "results"
 LOGS = REPO / "test-output" / "class-load"
@@ -75,19 +75,17 @@ CHOICES, WEIGHTS = (0, 1, 2), (0.45, 0.45, 0.10)
 
 # --------------------------------------------------------------------------- small helpers
 def host_label() -> str:
-    """``cpu-<n>core-<isa>`` (``avx512`` or ``avx2``), or ``<gpu>-…`` when torch sees CUDA."""
-    info = machine_info(speed=False)
-    flags = info.get("cpu", {}).get("flags", [])
-    isa = "avx512" if "avx512f" in flags else "avx2" if "avx2" in flags else "base"
-    kind = "cpu"
+    """:func:`machine.host_tag` (``2core-avx512-epyc``), prefixed by the GPU's name when torch sees CUDA
+    (the app then computes there)."""
+    tag = host_tag()
     try:
         import torch
 
         if torch.cuda.is_available():
-            kind = re.sub(r"[^a-z0-9]+", "", torch.cuda.get_device_name(0).lower())[:16] or "gpu"
+            return (re.sub(r"[^a-z0-9]+", "", torch.cuda.get_device_name(0).lower())[:16] or "gpu") + "-" + tag
     except Exception:  # no torch, no CUDA: a CPU host
         pass
-    return f"{kind}-{info['cpus']}core-{isa}"
+    return tag
 
 
 def percentiles(values: list[float]) -> dict:

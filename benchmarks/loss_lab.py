@@ -115,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     result["fooling_wall"] = {"seconds": time.perf_counter() - t0, "runs": {
         k: {"steps": r.steps, "ratio": r.ratio, "distance": r.distance} for k, r in fool.runs.items()}}
 
-    print(f"host {host_tag(result['machine'])}, {result['threads']} torch threads")
+    print(f"host {result['machine']['host']}, {result['threads']} torch threads")
     print(f"blur at {d['blur']['size']} px, {d['blur']['copies']} copies, {d['blur']['steps']} steps per loss:")
     for k, c in result["blur_step"].items():
         r = result["blur_wall"]["runs"][k]
@@ -128,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
         r = result["fooling_wall"]["runs"][k]
         print(f"  {k:20s} step {c['step_s'] * 1000:7.1f} ms  ratio {r['ratio']:.2f}")
     print(f"  whole experiment: {result['fooling_wall']['seconds']:.1f} s")
-    out = args.out or HERE / "results" / f"loss_lab-{host_tag(result['machine'])}.json"
+    out = args.out or HERE / "results" / f"loss_lab-{result['machine']['host']}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2))
     print(f"wrote {out}")
