@@ -16,13 +16,13 @@ from pathlib import Path
 import streamlit as st
 
 import ui
-from lpips_core.datasets.archive import MAX_BYTES, ArchiveRefused, dataset_folders, extract_zip
+from lpips_core.datasets.archive import dataset_folders
 from lpips_explorer.figures.maps import map_overlay
 from lpips_explorer.figures.space import image_strip, space_map
 from lpips_explorer.jobs import JobsBusy
-from lpips_explorer.scratch import ScratchFull
 from lpips_explorer.space_view import analyse_set
-from ui.uploads import demo_root, over_budget, replace_root
+from ui import uploads
+from ui.uploads import demo_root, over_budget
 
 SOURCES = ("Built-in demo set", "A zip of images")
 SIZES = ("native", 64, 128, 256)
@@ -46,15 +46,10 @@ def folder_from_zip() -> Path | None:
         return None
     data = up.getvalue()
     digest = hashlib.sha256(data).hexdigest()
-    try:
-        root, _ = replace_root(ZIP_ROOT, digest, "zip", MAX_BYTES,
-                               lambda folder, room: extract_zip(data, folder, max_bytes=room))
-    except ArchiveRefused as exc:
-        st.error(f"The zip was refused: {ui.md_escape(str(exc))}")
+    unpacked = uploads.unpack_zip(ZIP_ROOT, data)
+    if unpacked is None:
         return None
-    except ScratchFull as exc:
-        st.error(ui.md_escape(str(exc)))
-        return None
+    root = unpacked[0]
     too_big = over_budget([root], digest, "python -m lpips_core diversity DIR")
     if too_big:
         st.error(ui.md_escape(too_big))

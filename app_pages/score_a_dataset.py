@@ -24,7 +24,7 @@ import ui
 from lpips_core import WeightsUnavailable, metric_registry
 from lpips_core.cells import frame_to_csv
 from lpips_core.datasets import Scorer, match_folders, parse_spec, score_pairs
-from lpips_core.datasets.archive import MAX_BYTES, ArchiveRefused, dataset_folders, extract_zip
+from lpips_core.datasets.archive import dataset_folders
 from lpips_core.datasets.explain import explain, parse_name
 from lpips_core.datasets.loader import MISMATCH_POLICIES
 from lpips_core.datasets.maps import worst_maps
@@ -65,16 +65,10 @@ def folders_from_zip() -> dict | None:
     if up is None:
         st.info("Upload a zip, or choose the built-in demo set.")
         return None
-    data = up.getvalue()
-    try:
-        root, allowance = _replace_root(ZIP_ROOT, hashlib.sha256(data).hexdigest(), "zip", MAX_BYTES,
-                                        lambda folder, room: extract_zip(data, folder, max_bytes=room))
-    except ArchiveRefused as exc:
-        st.error(f"The zip was refused: {ui.md_escape(str(exc))}")
+    unpacked = uploads.unpack_zip(ZIP_ROOT, up.getvalue())
+    if unpacked is None:
         return None
-    except ScratchFull as exc:
-        st.error(ui.md_escape(str(exc)))
-        return None
+    root, allowance = unpacked
     base, dirs = dataset_folders(root)
     if len(dirs) < 2:
         st.error(f"The zip needs at least two folders (reference and a method); it has {len(dirs)}.")

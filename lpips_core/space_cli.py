@@ -23,20 +23,12 @@ import sys
 import tempfile
 from pathlib import Path
 
+from .datasets.cli import _positive
+
 __all__ = ["SPACE_COMMANDS", "add_diversity_options", "add_parsers", "print_diversity", "run", "run_diversity",
            "uses_gram"]
 
 SPACE_COMMANDS: tuple[str, ...] = ("neighbours", "embed")
-
-
-def _positive(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        n = 0
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return n
 
 
 def _memory(p: argparse.ArgumentParser) -> None:

@@ -80,6 +80,25 @@ def replace_root(key: str, digest: str, kind: str, want: int,
     return folder, allowance
 
 
+def unpack_zip(key: str, data: bytes) -> tuple[Path, int] | None:
+    """An uploaded zip unpacked into this session's folder under ``key`` (reused while the bytes
+    are the same) and its allowance, or ``None`` after showing why it was refused (a hostile or
+    damaged archive, or no room left in the scratch budget)."""
+    from lpips_core.datasets.archive import MAX_BYTES, ArchiveRefused, extract_zip
+    from lpips_explorer.scratch import ScratchFull
+
+    from .text import md_escape
+
+    try:
+        return replace_root(key, hashlib.sha256(data).hexdigest(), "zip", MAX_BYTES,
+                            lambda folder, room: extract_zip(data, folder, max_bytes=room))
+    except ArchiveRefused as exc:
+        st.error(f"The zip was refused: {md_escape(str(exc))}")
+    except ScratchFull as exc:
+        st.error(md_escape(str(exc)))
+    return None
+
+
 @st.cache_data(show_spinner=False, max_entries=32)
 def _pixels(folder: str, digest: str) -> int:
     """:func:`folder_pixels` of an uploaded folder (``digest``: its upload's, so a new upload counts again)."""
