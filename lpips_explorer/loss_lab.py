@@ -337,8 +337,24 @@ class LossRun:
         return (self.seconds - self.setup_seconds) / self.steps if self.steps else float("nan")
 
 
+class _EqualSteps:
+    """What an experiment's ``runs`` (label → run with ``steps``) says about its budget."""
+
+    runs: dict
+
+    @property
+    def steps(self) -> dict[str, int]:
+        """Label (loss or attacked metric) → the steps its run took."""
+        return {label: run.steps for label, run in self.runs.items()}
+
+    @property
+    def equal_steps(self) -> bool:
+        """Whether every run took the same number of steps (always, unless cancelled mid-round)."""
+        return len(set(self.steps.values())) <= 1
+
+
 @dataclass(frozen=True)
-class BlurExperiment:
+class BlurExperiment(_EqualSteps):
     """What :func:`mse_blur_experiment` returns.
 
     Attributes:
@@ -367,15 +383,6 @@ class BlurExperiment:
     settings: dict = field(default_factory=dict)
     stopped: Stop = "steps"
 
-    @property
-    def steps(self) -> dict[str, int]:
-        """Loss label → the steps it took."""
-        return {label: run.steps for label, run in self.runs.items()}
-
-    @property
-    def equal_steps(self) -> bool:
-        """Whether every loss took the same number of steps (always, unless cancelled mid-round)."""
-        return len(set(self.steps.values())) <= 1
 
 
 def _start_image(kind: str, centre: torch.Tensor, sigma: float) -> torch.Tensor:
@@ -556,7 +563,7 @@ class FoolingRun:
 
 
 @dataclass(frozen=True)
-class FoolingExperiment:
+class FoolingExperiment(_EqualSteps):
     """What :func:`fooling_experiment` returns: ``source``, ``target`` ``(H, W, 3)``, ``eps``,
     ``source_to_target`` (RMS), ``runs`` (label → :class:`FoolingRun`), ``cancelled``, ``settings``
     (``steps``: the steps asked for each metric), ``stopped`` (as :attr:`BlurExperiment.stopped`)."""
@@ -570,15 +577,6 @@ class FoolingExperiment:
     settings: dict = field(default_factory=dict)
     stopped: Stop = "steps"
 
-    @property
-    def steps(self) -> dict[str, int]:
-        """Metric label → the steps its attack took."""
-        return {label: run.steps for label, run in self.runs.items()}
-
-    @property
-    def equal_steps(self) -> bool:
-        """Whether every metric's attack took the same number of steps."""
-        return len(set(self.steps.values())) <= 1
 
 
 def _rms(a: torch.Tensor, b: torch.Tensor) -> float:
