@@ -49,7 +49,7 @@ import math
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Literal, Mapping
+from typing import Callable, Literal, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -253,6 +253,24 @@ class _Rounds:
     def end(self) -> None:
         self.spent += time.perf_counter() - self._started
         self.done += 1
+
+    def run(self, labels: Sequence[str], total: int, step: Callable[[str, float], None], rate: float,
+            reserve: float = 0.0) -> Stop:
+        """Round after round, ``step(label, cosine(rate, k, steps))`` for every label in turn, until
+        every step is taken (``"steps"``), one more round and ``reserve`` would pass the deadline
+        (``"time"``), or the user cancels (``"cancelled"``; the round it stopped in counts)."""
+        while self.done < self.steps:
+            if not self.next_fits(reserve):
+                return "time"
+            k = self.done
+            self.begin()
+            for i, label in enumerate(labels):
+                if not self.budget.report(k * len(labels) + i, total):
+                    self.end()
+                    return "cancelled"
+                step(label, cosine(rate, k, self.steps))
+            self.end()
+        return "steps"
 
 
 def _check_int(name: str, value, key: str | None = None) -> None:
@@ -500,18 +518,8 @@ def mse_blur_experiment(
     if stopped == "time":  # no loss takes a step: all of them end where they start
         descents.update((label, _Descent(losses[label], x0, lr, 0.0)) for label in labels if label not in descents)
     rounds = _Rounds(steps, budget)
-    while stopped == "steps" and rounds.done < steps:
-        if not rounds.next_fits():
-            stopped = "time"
-            break
-        k = rounds.done
-        rounds.begin()
-        for i, label in enumerate(labels):
-            if not budget.report(k * len(labels) + i, total):
-                stopped = "cancelled"
-                break
-            descents[label].step(cosine(lr, k, steps))
-        rounds.end()
+    if stopped == "steps":
+        stopped = rounds.run(labels, total, lambda label, rate: descents[label].step(rate), lr)
     budget.report(total, total)
     runs: dict[str, LossRun] = {}
     for label, d in descents.items():
@@ -775,18 +783,8 @@ def fooling_experiment(
         attacks = {}
     reserve = sum((1 + HALVINGS) * a.check_seconds for a in attacks.values())
     rounds = _Rounds(steps, budget)
-    while stopped == "steps" and rounds.done < steps:
-        if not rounds.next_fits(reserve):
-            stopped = "time"
-            break
-        k = rounds.done
-        rounds.begin()
-        for i, label in enumerate(labels):
-            if not budget.report(k * len(labels) + i, total):
-                stopped = "cancelled"
-                break
-            attacks[label].step(cosine(step_size, k, steps))
-        rounds.end()
+    if stopped == "steps":
+        stopped = rounds.run(labels, total, lambda label, rate: attacks[label].step(rate), step_size, reserve)
     for label, attack in attacks.items():
         if stopped != "cancelled" and not budget.report(rounds.done * len(labels), total):
             stopped = "cancelled"
