@@ -213,10 +213,9 @@ def floor_many(model: LPIPS, batch_in: torch.Tensor) -> None:
 
 
 # --------------------------------------------------------------------------- cases
-def pair_case(net, size, ours, ref, device, repeat) -> Case:
-    a = photo(size)
-    x = to_input(a, device=device)
-    y = to_input(gaussian_blur(a, 1.5), device=device)
+def _forward_case(name: str, x: torch.Tensor, y: torch.Tensor, ours, ref, device, repeat) -> Case:
+    """``ref(x, y)`` against ``ours(x, y)`` (``LPIPS.forward``) on the same pairs; the floor is the
+    bare backbone passes over both sides, scaled beforehand."""
 
     def run_ref():
         with torch.no_grad():
@@ -229,7 +228,14 @@ def pair_case(net, size, ours, ref, device, repeat) -> Case:
             floor_pairs(ours, x_in, y_in)
 
     diff = float((ours(x, y).cpu() - run_ref().cpu()).abs().max())
-    return _case(f"pair-{net}-{size}", diff, run_ref, lambda: ours(x, y), run_floor, device, repeat)
+    return _case(name, diff, run_ref, lambda: ours(x, y), run_floor, device, repeat)
+
+
+def pair_case(net, size, ours, ref, device, repeat) -> Case:
+    a = photo(size)
+    x = to_input(a, device=device)
+    y = to_input(gaussian_blur(a, 1.5), device=device)
+    return _forward_case(f"pair-{net}-{size}", x, y, ours, ref, device, repeat)
 
 
 def sweep_case(net, ours, ref, device, repeat, *, warm: bool) -> Case:
@@ -321,19 +327,7 @@ def batch_case(net, ours, ref, device, repeat, side: int = 256, n: int = BATCH_P
     crops = [np.ascontiguousarray(big[t:t + side, l:l + side]) for t, l in rng.integers(0, side, size=(n, 2))]
     x = torch.cat([to_input(c) for c in crops]).to(device)
     y = torch.cat([to_input(distortions16(c)[i % 16]) for i, c in enumerate(crops)]).to(device)
-
-    def run_ref():
-        with torch.no_grad():
-            return ref(x, y).flatten()
-
-    x_in, y_in = (x - ours.shift) / ours.scale, (y - ours.shift) / ours.scale
-
-    def run_floor():
-        with torch.inference_mode():
-            floor_pairs(ours, x_in, y_in)
-
-    diff = float((ours(x, y).cpu() - run_ref().cpu()).abs().max())
-    return _case(f"batch-{net}-{side}", diff, run_ref, lambda: ours(x, y), run_floor, device, repeat)
+    return _forward_case(f"batch-{net}-{side}", x, y, ours, ref, device, repeat)
 
 
 DATASET_PAIRS = 128
