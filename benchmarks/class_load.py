@@ -71,6 +71,7 @@ STUDY_PATH = "judge_it_yourself"
 TRIPLET_RE = re.compile(r'data-triplet="(\d+)"')
 CHOICE_RE = re.compile(r"study_choice_(\d)_(\d+)$")  # choice, triplet
 CHOICES, WEIGHTS = (0, 1, 2), (0.45, 0.45, 0.10)
+MAX_RECONNECTS = 6
 
 
 # --------------------------------------------------------------------------- small helpers
@@ -382,6 +383,7 @@ class StudentLog:
     press_again: int = 0
     reconnects: int = 0
     reloads: int = 0  # a browser tab reloaded by its student (it showed errors after a restart)
+    reload_reasons: list[str] = field(default_factory=list)  # what the tab showed before each reload
     failures: list[str] = field(default_factory=list)
 
 
@@ -390,8 +392,8 @@ def intended(seed: int, student: int, triplet: int) -> int:
     return random.Random(f"{seed}:{student}:{triplet}").choices(CHOICES, WEIGHTS)[0]
 
 
-async def student(server: Server, code: str, k: int, n: int, args, state: dict) -> StudentLog:
-    log = StudentLog(k)
+async def student(server: Server, code: str, log: StudentLog, args, state: dict) -> StudentLog:
+    k = log.index
     rng = random.Random(f"{args.seed}:pause:{k}")
     await asyncio.sleep(state["join_at"][k])
     c = Client(server, f"student-{k}")
@@ -407,7 +409,7 @@ async def student(server: Server, code: str, k: int, n: int, args, state: dict) 
         while not c.done and not c.closed_study:
             i = c.shown
             await asyncio.sleep(rng.uniform(*args.pause))
-            if not c.connected:
+            if not c.connected or i is None:
                 await reconnect(c, log, state)
                 continue
             choice = intended(args.seed, k, i)
@@ -472,18 +474,21 @@ CHANGED_JS = """([i]) => { const e = document.querySelector("[data-triplet]"), t
 #: seen after a server restart in a tab that had to load a script while the server was away.
 BROKEN_JS = """() => document.body.innerText.includes("Failed to fetch dynamically imported module")
   || !!document.querySelector("[data-testid='stException']")"""
+#: What the broken tab shows, for the record: the exception box's text, or the page's first words.
+BROKEN_TEXT_JS = """() => { const e = document.querySelector("[data-testid='stException']");
+  return (e ? e.innerText : document.body.innerText).slice(0, 200).replace(/\\s+/g, " "); }"""
 #: The page is connected and its script idle (a click now would have been answered).
 IDLE_JS = """() => { const a = document.querySelector("[data-testid='stApp']");
   return !!a && a.getAttribute("data-test-script-state") === "notRunning"
          && a.getAttribute("data-test-connection-state") === "CONNECTED"; }"""
 
 
-async def browser_student(browser, server: Server, code: str, k: int, args, state: dict) -> StudentLog:
+async def browser_student(browser, server: Server, code: str, log: StudentLog, args, state: dict) -> StudentLog:
     """A student in a real Chromium tab (1024×768): opens the link, clicks the answers; the time is
     taken until the next triplet's images are in the page (``[data-triplet]`` changed)."""
     from playwright.async_api import TimeoutError as PlaywrightTimeout
 
-    log = StudentLog(k, kind="browser")
+    k = log.index
     rng = random.Random(f"{args.seed}:pause:{k}")
     ctx = await browser.new_context(viewport={"width": 1024, "height": 768})
     try:
@@ -501,6 +506,7 @@ async def browser_student(browser, server: Server, code: str, k: int, args, stat
                 if attempt == 2 or not await page.evaluate(BROKEN_JS):
                     raise
                 log.reloads += 1  # the server went away while the tab loaded its scripts: reload, as a person would
+                log.reload_reasons.append(await page.evaluate(BROKEN_TEXT_JS))
                 await page.reload(wait_until="domcontentloaded")
         log.join_s = time.monotonic() - t0
         state["joined"].add(k)
@@ -509,6 +515,10 @@ async def browser_student(browser, server: Server, code: str, k: int, args, stat
             if now["done"]:
                 break
             i = now["shown"]
+            if i is None:  # between triplets (a reload, a rerun): wait for the page to show one
+                await page.wait_for_function(f"() => ({SHOWN_JS})().shown !== null || ({SHOWN_JS})().done",
+                                             polling=50, timeout=60_000)
+                continue
             await asyncio.sleep(rng.uniform(*args.pause))
             choice = intended(args.seed, k, i)
             sent = time.monotonic()
@@ -523,6 +533,7 @@ async def browser_student(browser, server: Server, code: str, k: int, args, stat
                 except PlaywrightTimeout:
                     if await page.evaluate(BROKEN_JS):  # what a person does: reload (the address keeps their place)
                         log.reloads += 1
+                        log.reload_reasons.append(await page.evaluate(BROKEN_TEXT_JS))
                         await page.reload(wait_until="domcontentloaded")
                         await page.wait_for_function("() => !!document.querySelector('[data-triplet] img[data-patch]')"
                                                      " || document.body.innerText.includes('answered all')", polling=50)
@@ -590,6 +601,8 @@ def _finished(state: dict, k: int | None = None) -> None:
 async def reconnect(c: Client, log: StudentLog, state: dict) -> None:
     """What the browser does when the server comes back: reconnect, ask for the same address."""
     log.reconnects += 1
+    if log.reconnects > MAX_RECONNECTS:  # one restart needs one or two; more is a fault to report
+        raise RuntimeError(f"gave up after {MAX_RECONNECTS} reconnects")
     await c.close()
     c.shown, c.buttons, c.buttons_for = None, {}, None
     await c.connect(c.qs, STUDY_PATH, retry_for=180)
@@ -693,6 +706,13 @@ async def settle(monitor: Monitor, *, quiet: float = 0.15, span: float = 2.0, li
     return round(time.monotonic() - t0, 2)
 
 
+def _task_error(task: asyncio.Task, otherwise: str) -> str:
+    """What ended a task: its exception, or ``otherwise`` while it still runs."""
+    if task.done() and not task.cancelled() and task.exception() is not None:
+        return f"{type(task.exception()).__name__}: {task.exception()}"
+    return otherwise
+
+
 async def one_run(name: str, server: Server, monitor: Monitor, args) -> dict:
     from lpips_explorer.study import access
 
@@ -710,8 +730,13 @@ async def one_run(name: str, server: Server, monitor: Monitor, args) -> dict:
         lect_task = asyncio.create_task(lecturer_ws(server, study.code, study.lecturer_key, state))
     elif args.lecturer == "browser":
         lect_task = asyncio.create_task(lecturer_browser(server, study.code, study.lecturer_key, state))
+    run_failures: list[str] = []
     if lect_task is not None:  # the lecturer's page is open before the class joins
-        await state["lecturer_open"].wait()
+        opened = asyncio.create_task(state["lecturer_open"].wait())
+        await asyncio.wait({opened, lect_task}, timeout=240, return_when=asyncio.FIRST_COMPLETED)
+        opened.cancel()
+        if not state["lecturer_open"].is_set():
+            run_failures.append("the lecturer's page did not open: " + _task_error(lect_task, "not within 240 s"))
     warm_s = await settle(monitor)
     monitor.start()
     mon = asyncio.create_task(monitor.run(stop_monitor))
@@ -725,14 +750,19 @@ async def one_run(name: str, server: Server, monitor: Monitor, args) -> dict:
 
         pw = await async_playwright().start()
         browser = await pw.chromium.launch(**launch_options())
-    tasks = [asyncio.create_task(browser_student(browser, server, study.code, k, args, state) if k < n_browser
-                                 else student(server, study.code, k, n, args, state)) for k in range(args.students)]
+    logs = [StudentLog(k, kind="browser" if k < n_browser else "protocol") for k in range(args.students)]
+    tasks = [asyncio.create_task(browser_student(browser, server, study.code, log, args, state) if log.kind == "browser"
+                                 else student(server, study.code, log, args, state)) for log in logs]
 
     async def restarter() -> None:
         half = args.students * n // 2
         # half the answers in, and everyone in the room (a tab still loading the app's scripts when
         # the server goes away shows "Failed to fetch dynamically imported module" until reloaded)
         while state["acknowledged"] < half or len(state["joined"]) < args.students:
+            if state["all_answered"].is_set():  # the class finished (or gave up) before half its answers
+                run_failures.append(f"no restart: {state['acknowledged']} of {half} answers before the class "
+                                    f"finished, {len(state['joined'])} of {args.students} students joined")
+                return
             await asyncio.sleep(0.05)
         before = {(j.session, j.triplet, j.choice) for j in store.judgements(study)}
         sig = signal.SIGKILL if args.restart_signal == "KILL" else signal.SIGTERM
@@ -749,9 +779,19 @@ async def one_run(name: str, server: Server, monitor: Monitor, args) -> dict:
         restart["_at_stop"] = stored_at_stop
 
     rtask = asyncio.create_task(restarter()) if name == "restart" else None
-    await state["all_answered"].wait()
+    try:  # every wait inside has its own limit; this one bounds the whole run whatever happens
+        await asyncio.wait_for(state["all_answered"].wait(), args.deadline)
+    except asyncio.TimeoutError:
+        run_failures.append(f"the class had not finished after {args.deadline:.0f} s")
     state["everyone_done"].set()
-    logs = await asyncio.gather(*tasks)
+    _, late = await asyncio.wait(tasks, timeout=60)
+    for task in late:
+        task.cancel()
+    for log, task in zip(logs, tasks):
+        if task in late:
+            log.failures.append(f"still running at the deadline, showing triplet {log.answers and max(log.answers)}")
+        elif task.exception() is not None:
+            log.failures.append(f"{type(task.exception()).__name__}: {task.exception()}")
     wall = time.monotonic() - t0
     if browser is not None:
         await browser.close()
@@ -759,8 +799,15 @@ async def one_run(name: str, server: Server, monitor: Monitor, args) -> dict:
     stop_monitor.set()
     await mon
     if rtask is not None:
-        await rtask
-    lect = await lect_task if lect_task is not None else None
+        await asyncio.wait_for(rtask, 300)  # a stop takes ≤ 60 s, a start ≤ 120 s
+    lect = None
+    if lect_task is not None:
+        await asyncio.wait({lect_task}, timeout=60)
+        if lect_task.done() and lect_task.exception() is None:
+            lect = lect_task.result()
+        else:
+            lect_task.cancel()
+            run_failures.append("the lecturer's page: " + _task_error(lect_task, "no answer within 60 s"))
 
     # what the database holds against what the students did
     rows = store.judgements(study)
@@ -789,9 +836,11 @@ async def one_run(name: str, server: Server, monitor: Monitor, args) -> dict:
         "answer_to_next_s": percentiles([x for log in logs for x in log.latencies]),
         "answer_to_next_browser_s": percentiles([x for log in logs if log.kind == "browser" for x in log.latencies]),
         "browser_students": n_browser,
+        "browser_tabs_reloaded": sum(log.reloads for log in logs),
+        "browser_reload_reasons": sorted({r for log in logs for r in log.reload_reasons})[:5],
         "join_to_first_triplet_s": percentiles([log.join_s for log in logs if log.join_s is not None]),
         "server": monitor.result(wall),
-        "failures": [f"student {log.index}: {f}" for log in logs for f in log.failures][:20],
+        "failures": (run_failures + [f"student {log.index}: {f}" for log in logs for f in log.failures])[:20],
         "lecturer": lect,
     }
     if restart:
@@ -801,7 +850,6 @@ async def one_run(name: str, server: Server, monitor: Monitor, args) -> dict:
         restart["lost_after_restart"] = len(at_stop - now)
         restart["answers_across_restart_s"] = percentiles([x for log in logs for x in log.across_restart])
         restart["reconnects"] = sum(log.reconnects for log in logs)
-        restart["browser_tabs_reloaded"] = sum(log.reloads for log in logs)
         result["restart"] = restart
     return result
 
@@ -834,7 +882,8 @@ async def main_async(args) -> dict:
                                   and r["answers"]["duplicates"] == 0 and r["answers"]["mismatched"] == 0
                                   and r["answers"]["acknowledged_not_stored"] == 0
                                   and r["answers"]["stored_for_no_student"] == 0
-                                  and r.get("restart", {}).get("lost_after_restart", 0) == 0)
+                                  and r.get("restart", {}).get("lost_after_restart", 0) == 0
+                                  and not r["failures"])
                   for r in out["runs"]}
     return out
 
@@ -851,8 +900,20 @@ def _print(r: dict) -> None:
         x = r["restart"]
         print(f"  restart ({x['signal']}) after {x['at_answers_acknowledged']} answers: down {x['down_s']} s, "
               f"lost {x['lost_after_restart']}, answers across it p95 {x['answers_across_restart_s']['p95']} s")
+    if r["browser_tabs_reloaded"]:
+        print(f"  browser tabs reloaded by their student: {r['browser_tabs_reloaded']} "
+              f"(they showed: {r['browser_reload_reasons']})")
     if r["failures"]:
-        print("  failures:", *r["failures"][:5], sep="\n    ")
+        print("  failures:", *r["failures"][:8], sep="\n    ")
+        print(f"  the server's log ({LOGS.relative_to(REPO) / 'server.log'}), its last lines:")
+        print(*("    " + line for line in _log_tail(LOGS / "server.log", 30)), sep="\n")
+
+
+def _log_tail(path: Path, n: int) -> list[str]:
+    try:
+        return path.read_text(errors="replace").splitlines()[-n:]
+    except OSError:
+        return ["(no log)"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -869,6 +930,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--browser-students", type=int, default=2,
                     help="how many of the students are real Chromium tabs (the rest speak the protocol)")
     ap.add_argument("--restart-signal", choices=("TERM", "KILL"), default="TERM")
+    ap.add_argument("--deadline", type=float, default=900.0,
+                    help="seconds a run may take before its unfinished students are stopped and reported (900)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--host", default=None, help="host label for the file name (default: host_label())")
     ap.add_argument("--out", type=Path, default=None,

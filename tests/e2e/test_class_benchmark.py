@@ -17,9 +17,10 @@ from .driver import REPO
 def test_the_class_load_benchmark_runs_and_loses_nothing_across_a_restart(tmp_path):
     out = tmp_path / "class-load.json"
     run = subprocess.run([sys.executable, str(REPO / "benchmarks" / "class_load.py"), "--students", "4",
-                          "--triplets", "3", "--join-window", "2", "--pause", "0.2", "0.6", "--out", str(out)],
+                          "--triplets", "3", "--join-window", "2", "--pause", "0.2", "0.6", "--deadline", "240",
+                          "--out", str(out)],
                          cwd=REPO, capture_output=True, text=True, timeout=900)
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-3000:]
     res = json.loads(out.read_text())
     assert [r["name"] for r in res["runs"]] == ["steady", "restart"]
     for run in res["runs"]:
