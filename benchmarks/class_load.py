@@ -61,8 +61,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
+sys.path.insert(0, str(REPO / "tests"))
 
 from machine import host_tag, machine_info  # noqa: E402  (benchmarks/machine.py)
+from e2e.driver import free_port, launch_options  # noqa: E402  (tests/e2e/driver.py)
 
 RESULTS = REPO / "benchmarks" / "results"
 LOGS = REPO / "test-output" / "class-load"
@@ -100,14 +102,6 @@ def percentiles(values: list[float]) -> dict:
 
     return {"n": len(v), "p50": round(rank(50), 4), "p95": round(rank(95), 4), "max": round(v[-1], 4),
             "mean": round(statistics.fmean(v), 4)}
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 # --------------------------------------------------------------------------- the server
@@ -643,8 +637,6 @@ async def lecturer_ws(server: Server, code: str, key: str, state: dict) -> dict:
 
 async def lecturer_browser(server: Server, code: str, key: str, state: dict) -> dict:
     """The lecturer link in a real Chromium tab (1024×768)."""
-    sys.path.insert(0, str(REPO / "tests"))
-    from e2e.driver import launch_options
     from playwright.async_api import async_playwright
 
     async with async_playwright() as pw:
@@ -744,8 +736,6 @@ async def one_run(name: str, server: Server, monitor: Monitor, args) -> dict:
     n_browser = min(args.browser_students, args.students)
     pw = browser = None
     if n_browser:
-        sys.path.insert(0, str(REPO / "tests"))
-        from e2e.driver import launch_options
         from playwright.async_api import async_playwright
 
         pw = await async_playwright().start()
