@@ -376,6 +376,7 @@ class StudentLog:
     clicks: int = 0
     press_again: int = 0
     reconnects: int = 0
+    no_reply: int = 0  # answers the server never acknowledged (the client then reconnects)
     reloads: int = 0  # a browser tab reloaded by its student (it showed errors after a restart)
     reload_reasons: list[str] = field(default_factory=list)  # what the tab showed before each reload
     failures: list[str] = field(default_factory=list)
@@ -428,8 +429,16 @@ async def student(server: Server, code: str, log: StudentLog, args, state: dict)
                     log.across_restart.append(time.monotonic() - sent)
                     state["acknowledged"] += 1
                 continue
-            if not ok:
-                log.failures.append(f"triplet {i}: no reply within 60 s")
+            if not ok:  # what a person does when the page stops answering: reload it (the address keeps their place)
+                log.no_reply += 1
+                if log.no_reply > MAX_RECONNECTS:
+                    log.failures.append(f"triplet {i}: no reply within 60 s, {log.no_reply} times")
+                    break
+                await reconnect(c, log, state)
+                if c.shown != i:  # it had arrived: the page shows the next triplet
+                    log.answers[i] = choice
+                    log.latencies.append(time.monotonic() - sent)
+                    state["acknowledged"] += 1
                 continue
             if c.shown == i and not c.done:  # "press again": the database was busy
                 log.press_again += 1
@@ -822,6 +831,7 @@ async def one_run(name: str, server: Server, monitor: Monitor, args) -> dict:
                     "expected": args.students * n, "duplicates": duplicates, "mismatched": mismatched,
                     "acknowledged_not_stored": missing, "stored_for_no_student": strangers,
                     "press_again": sum(log.press_again for log in logs),
+                    "no_reply_reconnected": sum(log.no_reply for log in logs),
                     "students_complete": sum(1 for c in per_student if c == n)},
         "answer_to_next_s": percentiles([x for log in logs for x in log.latencies]),
         "answer_to_next_browser_s": percentiles([x for log in logs if log.kind == "browser" for x in log.latencies]),
@@ -881,7 +891,8 @@ async def main_async(args) -> dict:
 def _print(r: dict) -> None:
     a, lat, srv = r["answers"], r["answer_to_next_s"], r["server"]
     print(f"  answers: {a['clicks_sent']} clicks, {a['acknowledged']} acknowledged, {a['stored']} stored of "
-          f"{a['expected']}; duplicates {a['duplicates']}, mismatched {a['mismatched']}, press-again {a['press_again']}")
+          f"{a['expected']}; duplicates {a['duplicates']}, mismatched {a['mismatched']}, press-again {a['press_again']}, "
+          f"no reply in 60 s {a['no_reply_reconnected']}")
     print(f"  answer → next triplet: p50 {lat['p50']} s, p95 {lat['p95']} s, max {lat['max']} s (n={lat['n']}); "
           f"join → first triplet p95 {r['join_to_first_triplet_s']['p95']} s")
     print(f"  server: {srv['cpu_s']} CPU-s over {r['wall_s']} s ({srv['cpu_percent_of_one_core']}% of a core), "
