@@ -584,7 +584,10 @@ async def browser_student(browser, server: Server, code: str, log: StudentLog, a
         log.failures.append(f"{type(exc).__name__}: {str(exc)[:200]} [{where}]")
     finally:
         _finished(state, k)
-        await ctx.close()
+        try:
+            await asyncio.wait_for(ctx.close(), 60)
+        except Exception as exc:  # noqa: BLE001 - recorded
+            log.failures.append(f"the tab did not close: {type(exc).__name__}")
     return log
 
 
@@ -793,8 +796,11 @@ async def one_run(name: str, server: Server, monitor: Monitor, args) -> dict:
             log.failures.append(f"{type(task.exception()).__name__}: {task.exception()}")
     wall = time.monotonic() - t0
     if browser is not None:
-        await browser.close()
-        await pw.stop()
+        try:  # a wedged Chromium must not hold the run: the figures are in already
+            await asyncio.wait_for(browser.close(), 60)
+            await asyncio.wait_for(pw.stop(), 60)
+        except asyncio.TimeoutError:
+            run_failures.append("Chromium did not close within 60 s")
     stop_monitor.set()
     await mon
     if rtask is not None:
