@@ -16,12 +16,13 @@ import glob
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from e2e.driver import free_port
 
 FIX = "install Debian's postgresql (`bash scripts/setup.sh --test`, or `apt-get install postgresql`)"
 
@@ -31,12 +32,6 @@ def _bin(name: str) -> str | None:
     found = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"),
                    key=lambda p: int(Path(p).parts[-3]) if Path(p).parts[-3].isdigit() else 0)
     return found[-1] if found else shutil.which(name)
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @dataclass
@@ -98,7 +93,7 @@ def start_cluster() -> Cluster:
         shutil.rmtree(folder, ignore_errors=True)
         raise RuntimeError(f"initdb failed ({run.returncode}): {run.stderr.strip()[-2000:]}")
     for attempt in range(3):
-        port = _free_port()
+        port = free_port()
         opts = (f"-p {port} -k {folder} -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off "
                 "-c full_page_writes=off -c max_connections=120")
         run = subprocess.run(prefix + [pg_ctl, "-D", str(data), "-o", opts, "-l", str(log), "-w", "-t", "60", "start"],
