@@ -81,7 +81,7 @@ def budget(net: str, repeat: int, root: Path) -> dict:
     dataset = PairDataset(pairs)
     size = default_block(torch.device("cpu"))
     blocks = [list(range(i, min(i + size, len(pairs)))) for i in range(0, len(pairs), size)]
-    files = [[p for i in b for p in (pairs[i].a, pairs[i].b)] for b in blocks]
+    files = [[p for i in b for p in (pairs[i].reference, pairs[i].test)] for b in blocks]
     streams = [[idat(Path(f).read_bytes()) for f in fs] for fs in files]
     decoded = [dataset.decode_here(b) for b in blocks]
     x_in, y_in = scaled_inputs(model, dir_a, dir_b, [p.reference_name for p in pairs])
