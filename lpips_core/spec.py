@@ -105,9 +105,7 @@ class MetricSpec:
         if self.metric not in metric_registry.METRICS:
             raise ValueError(f"metric must be one of {(*CLASSIC, *metric_registry.METRICS)}, got {self.metric!r}")
         info = metric_registry.METRICS[self.metric]
-        net = info.default_net if self.net is None else self.net
-        if net not in info.nets:
-            raise ValueError(f"{info.label} has no {net!r} backbone; it has nets {info.nets}")
+        net = metric_registry._net(info, self.net)
         version = self.version if self.version is not None else (info.versions[0] if info.versions else None)
         if version is not None and version not in info.versions:
             raise ValueError(f"{info.label} has versions {info.versions}, got {version!r}" if info.versions else

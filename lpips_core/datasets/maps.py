@@ -75,6 +75,9 @@ def worst_rows(runs: Mapping[str, Sequence[dict]], metric: str | MetricSpec, *, 
 
 
 def _check_model(model, spec: MetricSpec) -> None:
+    """Refuse a spec without maps, or a model that does not compute ``spec``."""
+    if not spec.learned:
+        raise ValueError(f"{spec.label} is computed on the images directly: it has no spatial map")
     metric = metric_registry.model_metric(model)
     info = metric_registry.METRICS[metric]
     if not info.has_maps:
@@ -103,8 +106,6 @@ def spatial_map(model, spec: str | MetricSpec, pair: Pair, *, mismatch: str = "e
             model of another configuration. TypeError: not a model of a registered metric.
     """
     spec = parse_spec(spec)
-    if not spec.learned:
-        raise ValueError(f"{spec.label} is computed on the images directly: it has no spatial map")
     _check_model(model, spec)
     if mismatch not in MISMATCH_POLICIES:
         raise ValueError(f"mismatch must be one of {MISMATCH_POLICIES}, got {mismatch!r}")
@@ -136,8 +137,6 @@ def worst_maps(model, spec: str | MetricSpec, runs: Mapping[str, tuple[Discovery
             among its run's pairs.
     """
     spec = parse_spec(spec)
-    if not spec.learned:
-        raise ValueError(f"{spec.label} is computed on the images directly: it has no spatial map")
     _check_model(model, spec)
     by_key = {}
     for label, (pairs, _) in runs.items():
