@@ -791,9 +791,9 @@ async def one_run(name: str, server: Server, monitor: Monitor, args) -> dict:
         task.cancel()
     for log, task in zip(logs, tasks):
         if task in late:
-            log.failures.append(f"still running at the deadline, showing triplet {log.answers and max(log.answers)}")
-        elif task.exception() is not None:
-            log.failures.append(f"{type(task.exception()).__name__}: {task.exception()}")
+            log.failures.append(f"still running at the deadline, {len(log.answers)} answers acknowledged")
+        elif _task_error(task, ""):
+            log.failures.append(_task_error(task, ""))
     wall = time.monotonic() - t0
     if browser is not None:
         try:  # a wedged Chromium must not hold the run: the figures are in already
