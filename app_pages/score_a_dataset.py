@@ -160,7 +160,7 @@ def run_scoring(dataset: dict, names: tuple[str, ...], mismatch: str) -> dict:
                                   max_pixels=DEFAULT_MAX_PIXELS)
     bar.empty()
     return {"runs": runs, "discoveries": discoveries, "names": names, "mismatch": mismatch,
-            "label": dataset["label"], "reference": str(dataset["reference"]),
+            "label": dataset["label"],
             "folders": {"reference": str(dataset["reference"])} | {k: str(v) for k, v in dataset["methods"].items()}}
 
 

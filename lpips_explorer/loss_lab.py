@@ -402,7 +402,6 @@ class BlurExperiment(_EqualSteps):
     stopped: Stop = "steps"
 
 
-
 def _start_image(kind: str, centre: torch.Tensor, sigma: float) -> torch.Tensor:
     if kind == "blurred":
         return torch.from_numpy(gaussian_blur(_np(centre), sigma).astype(np.float32)).permute(2, 0, 1)[None].clamp(0, 1)
@@ -584,7 +583,6 @@ class FoolingExperiment(_EqualSteps):
     cancelled: bool
     settings: dict = field(default_factory=dict)
     stopped: Stop = "steps"
-
 
 
 def _rms(a: torch.Tensor, b: torch.Tensor) -> float:
