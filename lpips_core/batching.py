@@ -117,9 +117,11 @@ class _Entry:
 
 
 def _read_table(path: Path) -> dict[str, _Entry]:
+    from . import files
+
     try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
+        data = json.loads(files.read_text(path, max_bytes=16 * 2**20))
+    except (OSError, ValueError):  # UnsafeFile and UnicodeDecodeError are ValueErrors
         return {}
     if not isinstance(data, dict) or data.get("version") != _TABLE_VERSION or not isinstance(data.get("entries"), dict):
         return {}
@@ -137,7 +139,7 @@ def _read_table(path: Path) -> dict[str, _Entry]:
 def _write_table(path: Path, key: str, times: dict[int, float], busy: bool) -> None:
     """Merge ``key``'s times into the file (re-read first: other processes write it too), atomically.
     Times measured on an idle host replace those measured on a busy one."""
-    from .weights import _write_atomically
+    from . import files
 
     entries = _read_table(path)
     old = entries.get(key)
@@ -151,7 +153,7 @@ def _write_table(path: Path, key: str, times: dict[int, float], busy: bool) -> N
                         for k, e in sorted(entries.items())}}
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        _write_atomically(path, (json.dumps(body, indent=1) + "\n").encode())
+        files.write_bytes(path, (json.dumps(body, indent=1) + "\n").encode(), overwrite=True)
     except OSError:
         pass  # a read-only cache: this process keeps its own measurements
 

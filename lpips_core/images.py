@@ -75,12 +75,13 @@ import io
 import math
 import os
 import re
-import stat
 from dataclasses import dataclass
 from typing import Any, BinaryIO, Literal, Sequence, Union
 
 import numpy as np
 from PIL import Image, UnidentifiedImageError
+
+from . import files
 
 try:  # libspng: a faster decoder for plain 8-bit RGB PNGs (see _png_rgb8_fast); Pillow otherwise
     import pyspng as _spng
@@ -99,6 +100,7 @@ __all__ = [
     "LoadedImage",
     "array_from_uint8",
     "check_file",
+    "read_image_file",
     "check_image",
     "check_range",
     "header_pixels",
@@ -579,27 +581,7 @@ def _read_source(source) -> tuple[bytes, str]:
         path = os.fspath(source)
         if not isinstance(path, str):
             path = os.fsdecode(path)
-        name = path
-        check_file(path)  # before opening: a FIFO or a device is never opened
-        try:
-            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
-            with os.fdopen(fd, "rb") as handle:
-                _check_regular(os.fstat(handle.fileno()), name)  # replaced since the stat?
-                return handle.read(), name
-        except ImageLoadError:
-            raise
-        except FileNotFoundError as exc:
-            raise ImageLoadError(f"No such file: '{name}'. Check the path.") from exc
-        except IsADirectoryError as exc:
-            raise ImageLoadError(
-                f"'{name}' is a directory, not an image file. Give the path of a file."
-            ) from exc
-        except PermissionError as exc:
-            raise ImageLoadError(
-                f"Permission denied reading '{name}'. Check the file's permissions."
-            ) from exc
-        except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
-            raise ImageLoadError(f"Could not read '{name}': {exc}.") from exc
+        return read_image_file(path), path
     if hasattr(source, "getvalue") or hasattr(source, "read"):
         raw_name = getattr(source, "name", "")
         name = os.path.basename(raw_name) if isinstance(raw_name, str) else ""
@@ -630,8 +612,33 @@ def _read_source(source) -> tuple[bytes, str]:
     )
 
 
+def read_image_file(path: str | os.PathLike[str]) -> bytes:
+    """The bytes of the image file at ``path``, through the one reader
+    (:func:`lpips_core.files.read_bytes`): a regular file of at most :data:`MAX_FILE_BYTES`, its
+    type and size checked before anything is read.
+
+    Raises:
+        ImageLoadError: the path is missing, unreadable, a directory, a FIFO, a device, a
+            socket, or larger than :data:`MAX_FILE_BYTES` (:class:`ImageTooLarge`).
+    """
+    name = os.fsdecode(path)
+    try:
+        return files.read_bytes(path, max_bytes=MAX_FILE_BYTES)
+    except files.UnsafeFile as exc:
+        raise _refusal(exc, name) from None
+    except FileNotFoundError as exc:
+        raise ImageLoadError(f"No such file: '{name}'. Check the path.") from exc
+    except IsADirectoryError as exc:
+        raise ImageLoadError(f"'{name}' is a directory, not an image file. Give the path of a file.") from exc
+    except PermissionError as exc:
+        raise ImageLoadError(f"Permission denied reading '{name}'. Check the file's permissions.") from exc
+    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
+        raise ImageLoadError(f"Could not read '{name}': {exc}.") from exc
+
+
 def check_file(path: str | os.PathLike[str]) -> None:
-    """Refuse, from ``os.stat`` alone (nothing is opened), a path :func:`load_image` must not read.
+    """Refuse, from ``os.stat`` alone (nothing is opened), a path :func:`load_image` must not read
+    (:func:`lpips_core.files.check_regular` with :data:`MAX_FILE_BYTES`).
 
     Args:
         path: the file's path.
@@ -642,40 +649,32 @@ def check_file(path: str | os.PathLike[str]) -> None:
     """
     name = os.fsdecode(path)
     try:
-        info = os.stat(path)
+        files.check_regular(path, max_bytes=MAX_FILE_BYTES)
+    except files.UnsafeFile as exc:
+        raise _refusal(exc, name) from None
     except FileNotFoundError as exc:
         raise ImageLoadError(f"No such file: '{name}'. Check the path.") from exc
     except PermissionError as exc:
         raise ImageLoadError(f"Permission denied reading '{name}'. Check the file's permissions.") from exc
     except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
         raise ImageLoadError(f"Could not read '{name}': {exc}.") from exc
-    _check_regular(info, name)
 
 
-def _check_regular(st: os.stat_result, name: str) -> None:
-    """Refuse anything but a regular file of at most :data:`MAX_FILE_BYTES`, before reading it."""
-    mode = st.st_mode
-    if stat.S_ISDIR(mode):
-        raise ImageLoadError(f"'{name}' is a directory, not an image file. Give the path of a file.")
-    if not stat.S_ISREG(mode):
-        kind = next((what for test, what in _NOT_REGULAR if test(mode)), "not a regular file")
-        raise ImageLoadError(
-            f"'{name}' is {kind}, not an image file, so it was not read. Give the path of an "
-            "image file."
-        )
-    if st.st_size > MAX_FILE_BYTES:
-        raise ImageTooLarge(
-            f"'{name}' is {st.st_size / 2**20:,.0f} MiB, more than the {MAX_FILE_BYTES // 2**20} MiB "
+def _refusal(exc: "files.UnsafeFile", name: str) -> ImageLoadError:
+    """The reader's refusal of an image path, in this module's words."""
+    if exc.kind == "directory":
+        return ImageLoadError(f"'{name}' is a directory, not an image file. Give the path of a file.")
+    if exc.kind == "too_large":
+        size = f"{exc.size / 2**20:,.0f} MiB" if exc.size is not None else "larger"
+        return ImageTooLarge(
+            f"'{name}' is {size}, more than the {MAX_FILE_BYTES // 2**20} MiB "
             "an image file may have here, so it was not read. Downscale or re-compress it."
         )
-
-
-_NOT_REGULAR = (
-    (stat.S_ISFIFO, "a named pipe (FIFO)"),
-    (stat.S_ISCHR, "a character device"),
-    (stat.S_ISBLK, "a block device"),
-    (stat.S_ISSOCK, "a socket"),
-)
+    kind = exc.reason.removeprefix("it is ").split(", not a regular file")[0]
+    return ImageLoadError(
+        f"'{name}' is {kind}, not an image file, so it was not read. Give the path of an "
+        "image file."
+    )
 
 
 def _unidentified_message(data: bytes, label: str) -> str:
@@ -973,10 +972,9 @@ def header_pixels(source: "str | os.PathLike[str]") -> int | None:
     import warnings
 
     try:
-        check_file(source)
-        with warnings.catch_warnings():
+        with files.open_regular(source, max_bytes=MAX_FILE_BYTES) as fh, warnings.catch_warnings():
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)
-            with Image.open(source) as im:
+            with Image.open(fh) as im:
                 w, h = im.size
     except Image.DecompressionBombError as exc:
         match = _PILLOW_BOMB_PIXELS.search(str(exc))

@@ -33,11 +33,13 @@ distances (so ties between them are real ties, broken by name).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
 import os
 import re
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,8 +48,11 @@ from typing import Callable, Iterable, Sequence
 import numpy as np
 import torch
 
+from . import files
+
 __all__ = [
     "DEFAULT_BUDGET",
+    "MAX_MANIFEST_BYTES",
     "Embedding",
     "EmbeddingLayout",
     "Neighbours",
@@ -76,7 +81,7 @@ MAX_CHUNK = 4096
 """Columns of φ per float32 GEMM; chunks are summed in float64 (a float32 sum over the 0.6 M
 columns of an AlexNet embedding would lose ~1e-6 of a distance to rounding)."""
 
-FORMAT = "lpips-space-embedding/1"
+FORMAT = "lpips-space-embedding/2"
 _MANIFEST = re.compile(r"^embedding-(\d{5})-of-(\d{5})\.json$")
 
 
@@ -216,11 +221,11 @@ class _Item:
 
 
 def _decode(item: _Item, max_side: int | None) -> _Item:
-    from .images import ImageLoadError, load_image
+    from .images import ImageLoadError, load_image, read_image_file
 
     if item.array is None:
         try:
-            data = Path(item.path).read_bytes()
+            data = read_image_file(item.path)  # the one reader: no FIFO, device or oversized file is read
             item.nbytes, item.file_digest = len(data), _digest(data)
             item.array = load_image(data, max_side=max_side).array
         except (ImageLoadError, OSError) as exc:
@@ -385,6 +390,35 @@ def _names_digest(names: Sequence[str]) -> str:
     return h.hexdigest()
 
 
+def _check_outputs(folder: Path, tag: str) -> None:
+    """Make ``folder`` and refuse to write shard ``tag`` over anything already there (an existing
+    file, a symbolic link, a FIFO: :func:`lpips_core.files.check_output`)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in (f"embedding-{tag}.json", f"phi-{tag}.npy", f"norms-{tag}.npy"):
+        files.check_output(folder / name, hint="remove it or choose another folder")
+
+
+def _array_record(name: str, dtype: str, shape: list[int], sha256: str) -> dict:
+    """What a manifest records of one array file: its name in the folder, dtype, shape, SHA-256."""
+    return {"file": name, "dtype": dtype, "shape": shape, "sha256": sha256}
+
+
+def _file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:  # a file this process just wrote (its temporary name)
+        for chunk in iter(lambda: fh.read(1 << 22), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _npy_bytes(array: np.ndarray) -> bytes:
+    import io
+
+    buf = io.BytesIO()
+    np.save(buf, array, allow_pickle=False)
+    return buf.getvalue()
+
+
 def _write_npy_header(path: Path, shape: tuple[int, int], header_len: int) -> None:
     """Rewrite a float32 ``.npy`` file's header for ``shape``, keeping its length (rows were dropped)."""
     import io
@@ -467,9 +501,7 @@ def embed(
     tag = f"{shard[0]:05d}-of-{shard[1]:05d}"
     out_dir = None if out is None else Path(out)
     if out_dir is not None:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        if (out_dir / f"embedding-{tag}.json").exists():
-            raise ValueError(f"{out_dir / f'embedding-{tag}.json'} exists: remove it or choose another folder")
+        _check_outputs(out_dir, tag)
 
     done = 0
     if progress:
@@ -487,6 +519,7 @@ def embed(
     per = None
     scales: dict = {}
     pool = ThreadPoolExecutor(max(1, threads)) if threads > 1 else None
+    outputs = contextlib.ExitStack()  # the φ file, written to a temporary name, published on success
 
     def submit(start: int, step: int):
         """The next chunk, its decoding started in the pool (so it overlaps this chunk's pass)."""
@@ -528,7 +561,7 @@ def embed(
                     layout = layout_now
                     if out_dir is None and spill is not None and len(items) * layout.dim * 4 > memory_budget:
                         out_dir = Path(spill)
-                        out_dir.mkdir(parents=True, exist_ok=True)
+                        _check_outputs(out_dir, tag)
                         phi_path = out_dir / f"phi-{tag}.npy"
                     if out_dir is None:
                         if len(items) * layout.dim * 4 > memory_budget and len(items) > 1:
@@ -538,7 +571,8 @@ def embed(
                                 f"{memory_budget / 2**30:.1f} GiB: stream them to disk (out=/--embeddings DIR)")
                         dest = np.empty((len(items), layout.dim), dtype=np.float32)
                     else:
-                        dest = np.lib.format.open_memmap(phi_path, mode="w+", dtype=np.float32,
+                        phi_tmp = outputs.enter_context(files.published(phi_path))
+                        dest = np.lib.format.open_memmap(phi_tmp, mode="w+", dtype=np.float32,
                                                          shape=(len(items), layout.dim))
                         header_len = dest.offset
                 vecs = vecs.numpy()
@@ -559,21 +593,33 @@ def embed(
                 pending = submit(k, 1)
             if progress:
                 progress(done, len(items))
+        if layout is None:
+            raise ValueError(f"no readable image ({len(skipped)} could not be read: "
+                             f"{skipped[0]['error'] if skipped else ''})")
+        norms_arr = np.asarray(norms, dtype=np.float64)
+        arrays = {"phi": None, "norms": None}
+        if out_dir is not None:
+            dest.flush()
+            del dest
+            if write_at < hi - lo:  # unreadable files: drop the unused rows
+                _write_npy_header(phi_tmp, (write_at, layout.dim), header_len)
+                os.truncate(phi_tmp, header_len + write_at * layout.dim * 4)
+            arrays["phi"] = _array_record(phi_path.name, "float32", [write_at, layout.dim], _file_sha256(phi_tmp))
+            outputs.close()  # φ under its final name
+            norms_bytes = _npy_bytes(norms_arr)
+            norms_path = out_dir / f"norms-{tag}.npy"
+            files.write_bytes(norms_path, norms_bytes)
+            arrays["norms"] = _array_record(norms_path.name, "float64", [write_at],
+                                            hashlib.sha256(norms_bytes).hexdigest())
+            dest = np.load(phi_path, mmap_mode="r")
+        else:
+            dest = dest[:write_at]
+    except BaseException:
+        outputs.__exit__(*sys.exc_info())  # a failure: the temporary φ is removed, nothing published
+        raise
     finally:
         if pool is not None:
             pool.shutdown()
-    if layout is None:
-        raise ValueError(f"no readable image ({len(skipped)} could not be read: {skipped[0]['error'] if skipped else ''})")
-    if out_dir is None:
-        dest = dest[:write_at]
-    else:
-        dest.flush()
-        del dest
-        if write_at < hi - lo:  # unreadable files: drop the unused rows
-            _write_npy_header(phi_path, (write_at, layout.dim), header_len)
-            os.truncate(phi_path, header_len + write_at * layout.dim * 4)
-        dest = np.load(phi_path, mmap_mode="r")
-    norms_arr = np.asarray(norms, dtype=np.float64)
     size = first_shape[0] if spec.size is None else (
         (spec.size, spec.size) if isinstance(spec.size, int) else tuple(spec.size))
     manifest = {
@@ -594,15 +640,10 @@ def embed(
         "model": _model_info(model),
         "device": str(model.device),
         "versions": package_versions(),
-        "phi": None if out_dir is None else {"file": phi_path.name, "dtype": "float32",
-                                             "shape": [write_at, layout.dim]},
-        "norms": None if out_dir is None else f"norms-{tag}.npy",
+        **arrays,
     }
-    if out_dir is not None:
-        np.save(out_dir / f"norms-{tag}.npy", norms_arr)
-        tmp = out_dir / f".embedding-{tag}.json.tmp"
-        tmp.write_text(json.dumps(manifest, indent=1))
-        os.replace(tmp, out_dir / f"embedding-{tag}.json")
+    if out_dir is not None:  # last: a shard is complete when its manifest exists
+        files.write_bytes(out_dir / f"embedding-{tag}.json", json.dumps(manifest, indent=1).encode())
     return Embedding([it.name for it in rows_ok], [(0, dest)], norms_arr, [it.content for it in rows_ok], layout,
                      manifest, skipped)
 
@@ -613,11 +654,27 @@ def is_embedding_dir(path: str | os.PathLike[str]) -> bool:
     return p.is_dir() and any(_MANIFEST.match(f.name) for f in p.iterdir())
 
 
+MAX_MANIFEST_BYTES = 256 * 2**20
+"""Largest embedding manifest read (256 MiB: about a million images' file records)."""
+
+_SHARED_KEYS = ("format", "config", "input_size", "layout", "dim", "names_digest", "images_total", "model",
+                "versions")
+"""What every shard of one embedding must agree on (configuration, size, weights, package versions)."""
+
+
 def open_embedding(path: str | os.PathLike[str]) -> Embedding:
     """The embedding in folder ``path``: all its shards, joined in row order (memmaps, read lazily).
 
+    Every file is read through :mod:`lpips_core.files` (regular files only, size-capped) and
+    checked before a number comes out of it: each manifest's shape and counts; each array file
+    named in it (a plain name inside the folder), its dtype, shape and SHA-256; every φ value
+    finite; every norm finite, ``≥ 0`` and equal to its row's ``‖φ‖²``; rows with one content
+    digest (identical pixels) bitwise equal; the shards of one configuration, size, weights and
+    package versions, tiling the image list.
+
     Raises:
-        ValueError: no manifest, a missing shard, shards of different sets or configurations.
+        ValueError: no manifest, a missing shard, or any check above, in one line naming the
+            file and the check.
     """
     root = Path(path)
     found = sorted((int(m.group(1)), int(m.group(2)), f) for f in root.iterdir() if (m := _MANIFEST.match(f.name)))
@@ -632,27 +689,185 @@ def open_embedding(path: str | os.PathLike[str]) -> Embedding:
     if missing:
         raise ValueError(f"{str(path)!r} lacks shard(s) {missing} of {n_shards}: run embed --shard i/{n_shards} "
                          "for each")
-    manifests = [json.loads(f.read_text()) for _, _, f in found]
+    if len(have) != len(set(have)) or max(have) >= n_shards:
+        raise ValueError(f"{str(path)!r} holds shards outside 0…{n_shards - 1} or twice")
+    manifests = [_read_manifest(f, i, n_shards) for i, _, f in found]
     first = manifests[0]
-    for m in manifests[1:]:
-        for key in ("format", "config", "input_size", "layout", "names_digest", "images_total"):
+    for (_, _, f), m in zip(found[1:], manifests[1:]):
+        for key in _SHARED_KEYS:
             if m.get(key) != first.get(key):
-                raise ValueError(f"the shards in {str(path)!r} differ in {key}: not one embedding")
+                raise ValueError(f"the shards in {str(path)!r} differ in {key} ({f.name} against {found[0][2].name}): "
+                                 "not one embedding; embed every shard with one configuration and one install")
+    total = first["images_total"]
     names, content, blocks, norms, skipped = [], [], [], [], []
-    for m in manifests:
-        arr = np.load(root / m["phi"]["file"], mmap_mode="r")
-        if tuple(arr.shape) != tuple(m["phi"]["shape"]):
-            raise ValueError(f"{m['phi']['file']} has shape {arr.shape}, its manifest says {m['phi']['shape']}")
+    for (i, _, f), m in zip(found, manifests):
+        lo, hi = m["rows"]
+        if [lo, hi] != [i * total // n_shards, (i + 1) * total // n_shards]:
+            raise ValueError(f"{f}: rows {m['rows']} are not slice {i} of {n_shards} of {total} images")
+        arr, norm = _load_arrays(root, f, m)
         blocks.append((len(names), arr))
-        names += [f["name"] for f in m["files"]]
-        content += [f["content"] for f in m["files"]]
-        norms.append(np.load(root / m["norms"]))
+        names += [x["name"] for x in m["files"]]
+        content += [x["content"] for x in m["files"]]
+        norms.append(norm)
         skipped += m["skipped"]
+    if len(set(names)) != len(names):
+        raise ValueError(f"{str(path)!r}: an image name appears in more than one row")
     manifest = {k: v for k, v in first.items() if k not in ("files", "rows", "shard", "count", "phi", "norms",
                                                              "skipped")}
     manifest.update(shards=n_shards, count=len(names), folder=str(root))
     layout = EmbeddingLayout(tuple(tuple(x) for x in first["layout"]))
     return Embedding(names, blocks, np.concatenate(norms), content, layout, manifest, skipped)
+
+
+def _nat(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+def _read_manifest(f: Path, shard: int, n_shards: int) -> dict:
+    """One shard's manifest, read through the one reader and checked to have the shape
+    :func:`embed` writes (counts agreeing with each other and with the file's name)."""
+    try:
+        m = json.loads(files.read_text(f, max_bytes=MAX_MANIFEST_BYTES))
+    except files.UnsafeFile as exc:
+        raise ValueError(f"the embedding manifest {exc}") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"{f} is not UTF-8 text: not an embedding manifest") from None
+    except (json.JSONDecodeError, RecursionError) as exc:
+        raise ValueError(f"{f} is not JSON ({str(exc)[:80]})") from None
+    except OSError as exc:
+        raise ValueError(f"{f} cannot be read ({exc.strerror or type(exc).__name__})") from None
+    problem = _manifest_problem(m, shard, n_shards)
+    if problem:
+        raise ValueError(f"{f} is not a valid embedding manifest: {problem}")
+    return m
+
+
+def _manifest_problem(m, shard: int, n_shards: int) -> str | None:
+    if not isinstance(m, dict):
+        return "it is not a JSON object"
+    if m.get("format") != FORMAT:
+        if isinstance(m.get("format"), str) and m["format"].startswith("lpips-space-embedding/"):
+            return f"its format is {m['format']!r}, this version reads {FORMAT!r}: embed the images again"
+        return f"format {str(m.get('format'))[:40]!r} is not {FORMAT!r}"
+    if not isinstance(m.get("config"), dict) or not isinstance(m["config"].get("spec"), str):
+        return "config.spec is missing"
+    layout = m.get("layout")
+    if not (isinstance(layout, list) and layout and all(
+            isinstance(x, list) and len(x) == 4 and isinstance(x[0], str) and all(_nat(v) and v > 0 for v in x[1:])
+            for x in layout)):
+        return "layout is not a list of [name, C, H, W]"
+    dim = sum(c * h * w for _, c, h, w in layout)
+    if m.get("dim") != dim:
+        return f"dim is {str(m.get('dim'))[:20]}, its layout gives {dim}"
+    if m.get("shard") != [shard, n_shards]:
+        return f"shard is {str(m.get('shard'))[:40]}, its file name says [{shard}, {n_shards}]"
+    total, rows, count = m.get("images_total"), m.get("rows"), m.get("count")
+    if not _nat(total) or not (isinstance(rows, list) and len(rows) == 2 and all(_nat(v) for v in rows)
+                               and rows[0] <= rows[1] <= total):
+        return "images_total or rows is not a count"
+    if not _nat(count):
+        return "count is not a count"
+    fl, sk = m.get("files"), m.get("skipped")
+    if not isinstance(fl, list) or not all(isinstance(x, dict) and isinstance(x.get("name"), str)
+                                           and isinstance(x.get("content"), str) for x in fl):
+        return "files is not a list of {name, content}"
+    if not isinstance(sk, list) or not all(isinstance(x, dict) and isinstance(x.get("name"), str) for x in sk):
+        return "skipped is not a list of {name, error}"
+    if len(fl) != count:
+        return f"files lists {len(fl)} images, count says {count}"
+    if count + len(sk) != rows[1] - rows[0]:
+        return (f"{count} rows and {len(sk)} skipped images do not make the {rows[1] - rows[0]} images of rows "
+                f"{rows}")
+    if not isinstance(m.get("names_digest"), str) or not isinstance(m.get("input_size"), list):
+        return "names_digest or input_size is missing"
+    tag = f"{shard:05d}-of-{n_shards:05d}"
+    for key, name, dtype, shape in (("phi", f"phi-{tag}.npy", "float32", [count, dim]),
+                                    ("norms", f"norms-{tag}.npy", "float64", [count])):
+        rec = m.get(key)
+        if not isinstance(rec, dict):
+            return f"{key} is not a record of its array file"
+        if rec.get("file") != name:
+            return f"{key}.file is {str(rec.get('file'))[:60]!r}, not {name!r} (array files live in the folder)"
+        if rec.get("dtype") != dtype:
+            return f"{key}.dtype is {str(rec.get('dtype'))[:20]!r}, not {dtype!r}"
+        if rec.get("shape") != shape:
+            return f"{key}.shape is {str(rec.get('shape'))[:40]}, the manifest's counts give {shape}"
+        if not (isinstance(rec.get("sha256"), str) and re.fullmatch(r"[0-9a-f]{64}", rec["sha256"])):
+            return f"{key}.sha256 is not a SHA-256 digest"
+    return None
+
+
+def _load_arrays(root: Path, manifest_file: Path, m: dict) -> tuple[np.ndarray, np.ndarray]:
+    """A shard's φ (a read-only memmap) and norms, read through the one reader and checked against
+    the manifest (dtype, shape, SHA-256) and each other, in one pass over φ."""
+    count, dim = m["phi"]["shape"]
+    phi_file, norms_file = root / m["phi"]["file"], root / m["norms"]["file"]
+    where = f"{phi_file}"
+    try:
+        norms_bytes = files.read_bytes(norms_file, max_bytes=count * 8 + 4096)
+        fh = files.open_regular(phi_file, max_bytes=count * dim * 4 + 4096)
+    except files.UnsafeFile as exc:
+        raise ValueError(f"the embedding's array file {exc}") from None
+    except OSError as exc:
+        raise ValueError(f"the embedding's array file {exc.filename} cannot be read "
+                         f"({exc.strerror or type(exc).__name__})") from None
+    if hashlib.sha256(norms_bytes).hexdigest() != m["norms"]["sha256"]:
+        raise ValueError(f"{norms_file}: its SHA-256 is not the one its manifest records (the file was changed)")
+    import io
+
+    try:
+        stored = np.load(io.BytesIO(norms_bytes), allow_pickle=False)
+    except (ValueError, OSError, EOFError) as exc:
+        raise ValueError(f"{norms_file} is not a .npy array ({str(exc)[:80]})") from None
+    if stored.dtype != np.float64 or stored.shape != (count,):
+        raise ValueError(f"{norms_file} holds {stored.dtype} {stored.shape}, its manifest says float64 ({count},)")
+    if not np.isfinite(stored).all() or (stored < 0).any():
+        raise ValueError(f"{norms_file}: a norm is negative or not finite (a squared length is ≥ 0)")
+    with fh:
+        try:
+            version = np.lib.format.read_magic(fh)
+            read_header = {(1, 0): np.lib.format.read_array_header_1_0,
+                           (2, 0): np.lib.format.read_array_header_2_0}.get(version)
+            if read_header is None:
+                raise ValueError(f".npy format version {version}")
+            shape, fortran, dtype = read_header(fh)
+        except (ValueError, OSError, EOFError) as exc:
+            raise ValueError(f"{where} is not a .npy array ({str(exc)[:80]})") from None
+        if dtype != np.dtype("<f4") or fortran or tuple(shape) != (count, dim):
+            raise ValueError(f"{where} holds {dtype} {shape}{' (Fortran order)' if fortran else ''}, its manifest "
+                             f"says float32 {(count, dim)}")
+        offset = fh.tell()
+        if os.fstat(fh.fileno()).st_size != offset + count * dim * 4:
+            raise ValueError(f"{where} is {os.fstat(fh.fileno()).st_size:,} bytes, not the header and {count} rows "
+                             "its manifest says")
+        fh.seek(0)
+        h = hashlib.sha256(fh.read(offset))
+        norms = np.empty(count, dtype=np.float64)
+        row_digest: list[bytes] = []
+        rows = max(1, (32 << 20) // max(1, dim * 4))
+        for r0 in range(0, count, rows):
+            r1 = min(count, r0 + rows)
+            buf = fh.read((r1 - r0) * dim * 4)
+            h.update(buf)
+            x = np.frombuffer(buf, dtype="<f4").reshape(r1 - r0, dim)
+            if not np.isfinite(x).all():
+                bad = r0 + int(np.nonzero(~np.isfinite(x).all(1))[0][0])
+                raise ValueError(f"{where}: row {bad} ({m['files'][bad]['name']!r}) holds a value that is not finite")
+            x64 = x.astype(np.float64)
+            norms[r0:r1] = np.einsum("ij,ij->i", x64, x64)
+            row_digest += [hashlib.blake2b(row.tobytes(), digest_size=16).digest() for row in x]
+        if h.hexdigest() != m["phi"]["sha256"]:
+            raise ValueError(f"{where}: its SHA-256 is not the one its manifest records (the file was changed)")
+        if not np.allclose(stored, norms, rtol=1e-9, atol=1e-12):
+            bad = int(np.nonzero(~np.isclose(stored, norms, rtol=1e-9, atol=1e-12))[0][0])
+            raise ValueError(f"{norms_file}: norm {bad} is {stored[bad]!r}, but ‖φ‖² of its row is {norms[bad]!r}")
+        first: dict[str, bytes] = {}
+        for i, rec in enumerate(m["files"]):
+            if first.setdefault(rec["content"], row_digest[i]) != row_digest[i]:
+                raise ValueError(f"{manifest_file}: {rec['name']!r} has the content digest of an earlier image but "
+                                 "other embedding values (identical pixels give identical rows)")
+        arr = np.memmap(fh, dtype=np.float32, mode="r", offset=offset, shape=(count, dim))
+    return arr, stored
 
 
 # --------------------------------------------------------------------------- Gram and distances

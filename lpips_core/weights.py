@@ -63,8 +63,6 @@ import logging
 import os
 import pickle
 import re
-import secrets
-import stat
 import zipfile
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -73,7 +71,7 @@ from typing import Literal, NamedTuple
 import numpy as np
 import torch
 
-from . import environment
+from . import environment, files
 
 Net = Literal["alex", "vgg", "squeeze"]
 NETS: tuple[str, ...] = ("alex", "vgg", "squeeze")
@@ -147,48 +145,27 @@ class _LoadError(Exception):
         self.reason = reason
 
 
-_NOT_REGULAR = ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a character device"),
-                (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
-
-
-def _regular_problem(st: os.stat_result) -> str | None:
-    """Why a file with this ``stat`` must not be opened as weights, or ``None``."""
-    if stat.S_ISDIR(st.st_mode):
-        return "it is a folder, not a file"
-    if not stat.S_ISREG(st.st_mode):
-        kind = next((what for test, what in _NOT_REGULAR if test(st.st_mode)), "not a regular file")
-        return f"it is {kind}, not a regular file"
-    if st.st_size > MAX_WEIGHTS_BYTES:
-        return (f"it is {st.st_size / 2**20:,.0f} MiB, more than the {MAX_WEIGHTS_BYTES // 2**20:,} MiB a "
-                "weights file may have")
-    return None
-
-
 def _open_regular(path: Path):
-    """``path`` opened for reading, after ``os.stat`` shows a regular file within
-    :data:`MAX_WEIGHTS_BYTES` (non-blocking, and checked again on the open descriptor).
+    """``path`` opened for reading through the one reader (:func:`lpips_core.files.open_regular`):
+    a regular file within :data:`MAX_WEIGHTS_BYTES`, checked before opening and again on the open
+    descriptor.
 
     Raises:
         _LoadError: anything else (a FIFO is never opened), with the reason in words.
     """
     try:
-        problem = _regular_problem(os.stat(path))
+        return files.open_regular(path, max_bytes=MAX_WEIGHTS_BYTES)
+    except files.UnsafeFile as exc:
+        if exc.kind == "directory":
+            raise _LoadError("it is a folder, not a file") from None
+        if exc.kind == "too_large":
+            raise _LoadError(f"it is {exc.size / 2**20:,.0f} MiB, more than the {MAX_WEIGHTS_BYTES // 2**20:,} MiB a "
+                             "weights file may have") from None
+        raise _LoadError(exc.reason.removesuffix(", so it was not read")) from None
     except FileNotFoundError:
         raise _LoadError("it does not exist") from None
     except (OSError, ValueError) as exc:
         raise _LoadError(f"it cannot be read ({getattr(exc, 'strerror', None) or type(exc).__name__})") from None
-    if problem:
-        raise _LoadError(problem)
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
-    except OSError as exc:
-        raise _LoadError(f"it cannot be read ({exc.strerror or type(exc).__name__})") from None
-    fh = os.fdopen(fd, "rb")
-    problem = _regular_problem(os.fstat(fd))  # replaced since the stat?
-    if problem:
-        fh.close()
-        raise _LoadError(problem)
-    return fh
 
 
 def _head(path: Path, n: int = 4) -> bytes:
@@ -560,18 +537,6 @@ def _load_converted(cached: Path, net: str, source_sha256: str) -> tuple[dict[st
     return sd, None
 
 
-def _write_atomically(path: Path, data: bytes) -> None:
-    """Write ``data`` to a temporary file beside ``path``, then ``os.replace`` it into place."""
-    tmp = path.with_name(f"{path.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")  # unique per writer
-    try:
-        with open(tmp, "xb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-
-
 def _save_converted(cached: Path, sd: dict[str, torch.Tensor], source_sha256: str) -> bool:
     """Cache ``sd`` with its verification record; ``False`` if the folder cannot be written."""
     buf = io.BytesIO()
@@ -579,7 +544,7 @@ def _save_converted(cached: Path, sd: dict[str, torch.Tensor], source_sha256: st
                 "fingerprint": _fingerprint(sd, source_sha256), "state_dict": sd}, buf)
     try:
         cached.parent.mkdir(parents=True, exist_ok=True)
-        _write_atomically(cached, buf.getvalue())
+        files.write_bytes(cached, buf.getvalue(), overwrite=True)  # the cache is ours: replaced, never written through
         _hash_file(cached).unlink(missing_ok=True)  # an earlier format's sidecar, no longer read
     except OSError:
         return False

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO
 
-__all__ = ["ArchiveRefused", "Extracted", "MAX_BYTES", "MAX_DEPTH", "MAX_MEMBERS", "MAX_NAME_BYTES", "MAX_PATH_BYTES",
+__all__ = ["ArchiveRefused", "Extracted", "MAX_ARCHIVE_BYTES", "MAX_BYTES", "MAX_DEPTH", "MAX_MEMBERS", "MAX_NAME_BYTES", "MAX_PATH_BYTES",
            "dataset_folders", "extract_zip", "member_path"]
 
 MAX_MEMBERS = 5000
@@ -51,6 +51,9 @@ MAX_PATH_BYTES = 1024
 """Longest member path, in UTF-8 bytes."""
 MAX_DEPTH = 32
 """Most folders a member may be nested in."""
+MAX_ARCHIVE_BYTES = 512 * 2**20
+"""Largest zip file read from a path (512 MiB; compressed, so at most :data:`MAX_BYTES`-sized
+content is usually far smaller)."""
 
 _CHUNK = 1 << 16
 _DRIVE = re.compile(r"^[A-Za-z]:")
@@ -208,6 +211,13 @@ def extract_zip(
         root = Path(dest)
         if not root.is_dir() or any(root.iterdir()):
             raise ValueError(f"dest must be an existing empty folder, got {str(dest)!r}")
+    if isinstance(source, (str, os.PathLike)):  # a path: through the one reader (no FIFO or device is opened)
+        from .. import files
+
+        try:
+            source = io.BytesIO(files.read_bytes(source, max_bytes=MAX_ARCHIVE_BYTES))
+        except (files.UnsafeFile, OSError) as exc:
+            raise ArchiveRefused(f"the archive cannot be read: {exc}") from None
     try:
         zf = zipfile.ZipFile(source)
     except (zipfile.BadZipFile, OSError, EOFError) as exc:
