@@ -13,14 +13,13 @@ so a changed library or model never reads a stale entry. No Streamlit here.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from functools import lru_cache
 from pathlib import Path
 from typing import Mapping, Sequence
 
 import numpy as np
 
+from lpips_core import files
 from lpips_core.caching import content_digest
 from lpips_core.spec import MetricSpec, parse_spec
 from lpips_core.sweeps import metric_many
@@ -95,26 +94,32 @@ def _key(ref: np.ndarray, kind: str, values: Sequence[float], spec: MetricSpec, 
 
 
 def _load(path: Path) -> dict | None:
-    try:
-        with np.load(path, allow_pickle=False) as z:
+    import io
+
+    try:  # through the one reader: a FIFO or an oversized file in the cache is a miss, not a hang
+        data = files.read_bytes(path, max_bytes=_MAX_CACHE_BYTES)
+        with np.load(io.BytesIO(data), allow_pickle=False) as z:
             return {"total": z["total"].astype(np.float64).tolist(), "per_layer": z["per_layer"].astype(np.float64),
                     "layer_names": [str(s) for s in z["layer_names"]],
                     "maps": z["maps"] if z["maps"].size else None}
-    except (OSError, KeyError, ValueError):
+    except (OSError, KeyError, ValueError):  # files.UnsafeFile is a ValueError
         return None
 
 
 def _save(path: Path, out: dict) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".npz")
-        with os.fdopen(fd, "wb") as f:
-            np.savez(f, total=np.asarray(out["total"]), per_layer=out["per_layer"],
-                     layer_names=np.asarray(out["layer_names"]),
-                     maps=out["maps"] if out["maps"] is not None else np.zeros((0,)))
-        os.replace(tmp, path)  # atomic: a reader never sees half a file
-    except OSError:
-        pass  # a read-only home only costs the speed-up
+        # the one writer: a temporary file renamed into place, so a reader never sees half a file
+        files.write_bytes(path, lambda f: np.savez(f, total=np.asarray(out["total"]), per_layer=out["per_layer"],
+                                                   layer_names=np.asarray(out["layer_names"]),
+                                                   maps=out["maps"] if out["maps"] is not None else np.zeros((0,))),
+                          overwrite=True)
+    except (OSError, ValueError):
+        pass  # a read-only home (or a folder in the entry's place) only costs the speed-up
+
+
+_MAX_CACHE_BYTES = 256 * 2**20
+"""Largest sweep cache entry read (an entry with its maps is a few MB)."""
 
 
 def sweep(
