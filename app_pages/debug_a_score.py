@@ -245,7 +245,7 @@ for check in sorted(diag.checks, key=lambda c: [f.check_id for f in diag.ranking
 
 with st.expander("File facts"):
     facts = pd.DataFrame({k: {f: str(v) for f, v in d.items() if f != "notices"} for k, d in diag.facts.items()})
-    st.table(facts)
+    st.table(ui.md_frame(facts))  # st.table reads Markdown: the files' names are escaped
 
 st.subheader("Where the distance comes from")
 c1, c2 = st.columns([3, 2])

@@ -151,6 +151,6 @@ for col, label in zip(cols, ("closest", "farthest")):
     with col:
         st.markdown(f"**{label.capitalize()}**: {ui.md_escape(names[p['i']])} and {ui.md_escape(names[p['j']])}, "
                     f"LPIPS {p['d']:.4f}")
-        st.image([p["a"], p["b"]], caption=[names[p["i"]], names[p["j"]]], width=120)
+        st.image([p["a"], p["b"]], caption=[ui.md_escape(names[p["i"]]), ui.md_escape(names[p["j"]])], width=120)
         st.plotly_chart(map_overlay(p["b"], p["map"], title=f"spatial LPIPS (mean {p['map'].mean():.4f})",
                                     height=280), key=f"sp_pair_{label}")

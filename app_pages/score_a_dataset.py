@@ -154,7 +154,7 @@ def run_scoring(dataset: dict, names: tuple[str, ...], mismatch: str) -> dict:
 
         def step(done: int, total: int, k=k, label=label) -> None:
             frac = (k + (done / total if total else 1.0)) / len(methods)
-            bar.progress(min(frac, 1.0), text=f"Scoring {label}: {done} of {total} pairs")
+            bar.progress(min(frac, 1.0), text=f"Scoring {ui.md_escape(label)}: {done} of {total} pairs")
 
         runs[label] = score_pairs(disc, names, mismatch=mismatch, workers=0, scorer=scorer, progress=step,
                                   max_pixels=DEFAULT_MAX_PIXELS)
@@ -184,9 +184,11 @@ def number(v) -> str:
 
 def table(frame, key: str, numbers=()) -> None:
     """``frame`` as a table that wraps its text (so it fits the page at any width), numbers to 4
-    significant digits, in a container with ``key`` (the browser tests find it by that)."""
+    significant digits, in a container with ``key`` (the browser tests find it by that). ``st.table``
+    reads cells and headers as Markdown: their text (folder names among it) goes through :func:`ui.md_frame`."""
     with st.container(key=key):
-        st.table(frame.style.format({c: number for c in numbers}, na_rep="—"), hide_index=True)
+        st.table(ui.md_frame(frame).style.format({ui.md_escape(c): number for c in numbers}, na_rep="—"),
+                 hide_index=True)
 
 
 # --------------------------------------------------------------------------- explain
@@ -322,7 +324,7 @@ signature = (dataset["label"], str(dataset["reference"]), tuple(map(str, dataset
              mismatch)
 if st.button("Score", type="primary", key="ds_score"):
     if source != SOURCES[0] and (why := over_budget(dataset)):
-        st.error(why)
+        st.error(ui.md_escape(why))
         st.stop()
     try:
         with ui.heavy_job("Scoring"):
@@ -366,14 +368,14 @@ st.plotly_chart(distributions(pairs, names), key="ds_dist")
 comp = None
 if len(result["runs"]) == 2:
     (la, ra), (lb, rb) = result["runs"].items()
-    st.subheader(f"{la} vs {lb}")
+    st.subheader(f"{ui.md_escape(la)} vs {ui.md_escape(lb)}")
     comp = compare_methods(ra.rows, rb.rows, names, labels=(la, lb))
     table(view.versus_frame(comp, (la, lb)).drop(columns=["spec"]), "ds_versus",
           (f"mean {la}", f"mean {lb}", "A − B", "95% CI low", "95% CI high"))
     if same_ranking(comp):
-        st.success(f"Every metric ranks the methods the same way ({comp[0]['better']} is better).")
+        st.success(f"Every metric ranks the methods the same way ({ui.md_escape(comp[0]['better'])} is better).")
     else:
-        verdicts = ", ".join(f"{parse_spec(c['metric']).label} → {c['better']}" for c in comp)
+        verdicts = ", ".join(f"{parse_spec(c['metric']).label} → {ui.md_escape(c['better'])}" for c in comp)
         st.warning(f"The metrics disagree on which method is better: {verdicts}.")
     st.caption("A − B: the mean of the paired differences over the pairs both methods scored, with its Student t "
                "interval (scipy.stats.t); clear: the interval excludes 0. Lower is better for MSE, LPIPS, ST-LPIPS "

@@ -19,6 +19,7 @@ import json
 import sys
 from typing import Sequence
 
+from .cells import printable
 from .conventions import CONVENTIONS, RESIZE_METHODS
 from .images import DEFAULT_MAX_SIDE
 from .metric_registry import METRICS, NET_LABELS
@@ -32,7 +33,7 @@ class _OneLineParser(argparse.ArgumentParser):
     """An ``ArgumentParser`` whose usage errors are one line, ``error: ...``, exit status 2."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        self.exit(2, f"error: {' '.join(message.split())} (see {self.prog} --help)\n")
+        self.exit(2, f"error: {printable(message.strip(), backslash=False)} (see {self.prog} --help)\n")
 
 
 def _parse_size(text: str) -> int | tuple[int, int]:
@@ -102,7 +103,8 @@ def _read(path: str):
 
 
 def _fail(message: str) -> int:
-    print("error: " + " ".join(message.split()), file=sys.stderr)
+    """One ``error: ...`` line on stderr, a file name in it shown by :func:`~lpips_core.cells.printable`; 2."""
+    print("error: " + printable(message.strip(), backslash=False), file=sys.stderr)
     return 2
 
 
@@ -156,7 +158,7 @@ def _print_table(out: dict) -> None:
     print(f"  {'layer':<9}{'term':>10}{'share':>9}")
     for name, v in zip(out["layers"], out["per_layer"]):
         print(f"  {name:<9}{v:>10.6f}{100 * v / total:>8.1f}%")
-    print(f"weights: {out['weights']}")
+    print(f"weights: {printable(out['weights'])}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -17,6 +17,12 @@ be written as UTF-8. :func:`escape_name` writes them losslessly in plain text: a
 not UTF-8 as ``\\xNN`` and a backslash as ``\\\\`` (any other lone surrogate as ``\\uXXXX``);
 every other character is kept, so ordinary names read exactly as they are. The escaped form is
 also how such a name is shown (:func:`display_name`); :func:`unescape_name` inverts it.
+
+**Terminals.** A name printed to a terminal can hold a newline (and forge a row of a table) or an
+escape sequence (``ESC]0;...``, which retitles or recolours the terminal). :func:`printable`
+writes such characters escaped, as Python's ``repr`` does (``\\n``, ``\\x1b``, ``\\u2028``), on top
+of :func:`escape_name`'s rules; every CLI text table and error line goes through it (``--json``
+keeps the raw text: ``json.dumps`` escapes control characters itself).
 """
 
 from __future__ import annotations
@@ -24,7 +30,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-__all__ = ["FORMULA_STARTS", "display_name", "escape_name", "frame_to_csv", "neutralise", "restore", "unescape_name"]
+__all__ = ["FORMULA_STARTS", "display_name", "escape_name", "frame_to_csv", "neutralise", "printable", "restore",
+           "unescape_name"]
 
 FORMULA_STARTS: tuple[str, ...] = ("=", "+", "-", "@", "\t", "\r")
 """First characters that make a spreadsheet treat a cell as a formula (OWASP)."""
@@ -71,6 +78,41 @@ def _unescape_one(match: re.Match) -> str:
 def unescape_name(text: str) -> str:
     """The name :func:`escape_name` was given."""
     return _UNESCAPE.sub(_unescape_one, text) if "\\" in text else text
+
+
+# C0 controls, DEL, C1 controls (NEL among them), LINE and PARAGRAPH SEPARATOR, a backslash, lone surrogates.
+_UNPRINTABLE = re.compile(r"[\\\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+_SHORT = {"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _printable_one(match: re.Match) -> str:
+    ch = match.group(0)
+    if ch in _SHORT:
+        return _SHORT[ch]
+    code = ord(ch)
+    if code < 0x80:
+        return f"\\x{code:02x}"
+    # C1 controls as \\u0080-\\u009f: \\x80-\\xff is how escape_name writes a byte that is not UTF-8
+    return f"\\u{code:04x}" if code < 0x100 else _escape_one(match)
+
+
+def printable(text: str, *, backslash: bool = True) -> str:
+    """``text`` safe to print to a terminal, as one line that shows every character.
+
+    Control characters are written escaped: ``\\n``, ``\\r`` and ``\\t`` by name, the other C0
+    controls and DEL as ``\\xNN``, the C1 controls (U+0080-U+009F, NEL among them), LINE and
+    PARAGRAPH SEPARATOR as ``\\uNNNN`` (``\\u0085``, ``\\u2028``). A backslash is written ``\\\\`` and
+    a lone surrogate (a byte of a non-UTF-8 file name) as :func:`escape_name` writes it (``\\xff``),
+    so the escaping is unambiguous. Every other character is kept: ordinary names, accents and
+    emoji read as they are.
+
+    ``backslash=False`` keeps backslashes as they are: for a message whose names are already quoted
+    (``{path!r}`` or :func:`display_name`, which double them), such as a CLI's ``error: ...`` line.
+    """
+    text = str(text)
+    if backslash:
+        return _UNPRINTABLE.sub(_printable_one, text)
+    return _UNPRINTABLE.sub(lambda m: m.group(0) if m.group(0) == "\\" else _printable_one(m), text)
 
 
 def display_name(name: str) -> str:

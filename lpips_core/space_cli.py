@@ -165,9 +165,7 @@ def uses_gram(args: argparse.Namespace) -> bool:
 
 def run_diversity(args: argparse.Namespace) -> dict:
     """``diversity DIR`` through the Gram matrix: the JSON object ``--json`` prints."""
-    import numpy as np
-
-    from . import space
+    from . import files, space
     from .datasets.cli import _specs
 
     specs = _specs(args)
@@ -175,6 +173,8 @@ def run_diversity(args: argparse.Namespace) -> dict:
         raise ValueError("--matrix and --embeddings take one metric")
     if args.matrix and not str(args.matrix).endswith(".npy"):
         raise ValueError(f"--matrix must end in .npy, got {args.matrix!r}")
+    if args.matrix:
+        files.check_output(args.matrix)  # before any work: an existing file, a link or a FIFO is refused
     budget = args.memory_mb << 20
     metrics: dict = {}
     versions: dict = {}
@@ -190,7 +190,7 @@ def run_diversity(args: argparse.Namespace) -> dict:
             if args.matrix:
                 d = space.pairwise_distances(emb, memory_budget=budget, device=args.device)
                 st = space.jackknife_interval(d)
-                np.save(args.matrix, d)
+                files.save_npy(args.matrix, d)  # a temporary file, renamed into place when whole
             else:  # tile by tile: memory O(N), whatever N
                 bar = _Bar("all pairs", unit="tile")
                 try:
@@ -215,6 +215,7 @@ def run_diversity(args: argparse.Namespace) -> dict:
 
 
 def print_diversity(out: dict) -> None:
+    from .cells import printable
     from .datasets.cli import _fmt
 
     c = out["config"]
@@ -227,7 +228,7 @@ def print_diversity(out: dict) -> None:
         print(f"{name:<{width}}  {s['n']:>8}  {_fmt(s['mean']):>10}  {_fmt(s['std']):>10}  [{_fmt(lo)}, {_fmt(hi)}]")
     print("std: of the pair distances (ddof=1); CI: jackknife over images (pairs share images)")
     if c.get("matrix"):
-        print(f"matrix: {c['matrix']}")
+        print(f"matrix: {printable(c['matrix'])}")
 
 
 # --------------------------------------------------------------------------- neighbours, embed
@@ -277,13 +278,15 @@ def run_neighbours(args: argparse.Namespace) -> dict:
 
 
 def print_neighbours(out: dict) -> None:
+    from .cells import printable
+
     c = out["config"]
     print(f"{c['metric']}: the {c['k']} nearest of {c['pool']} pool images for each of {c['queries']} queries"
           + (" (self-matches left out)" if c["exclude_self"] else "") + f"; {c['method']}")
     for q in out["queries"]:
-        print(q["query"])
+        print(printable(q["query"]))  # a name's newline or escape sequence would forge rows or reach the terminal
         for n in q["neighbours"]:
-            print(f"  {n['distance']:.6f}  {n['name']}")
+            print(f"  {n['distance']:.6f}  {printable(n['name'])}")
 
 
 def run_embed(args: argparse.Namespace) -> dict:
@@ -302,9 +305,11 @@ def run_embed(args: argparse.Namespace) -> dict:
 
 
 def print_embed(out: dict) -> None:
+    from .cells import printable
+
     i, n = out["shard"]
     print(f"{out['count']} images of {out['images_total']} (shard {i}/{n}) embedded as {out['config']['spec']}: "
-          f"{out['dim']:,} floats each, {out['phi']['file']}"
+          f"{out['dim']:,} floats each, {printable(out['phi']['file'])}"
           + (f"; {len(out['skipped'])} unreadable" if out["skipped"] else ""))
 
 

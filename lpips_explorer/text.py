@@ -8,11 +8,12 @@ pass ``size_text(w, h)`` or ``size_hw(shape[:2])``. :mod:`ui.text` re-exports th
 
 from __future__ import annotations
 
+import html
 import math
 import numbers
 from typing import Sequence
 
-__all__ = ["SIZE_LABEL", "significant", "signed", "size_hw", "size_text"]
+__all__ = ["SIZE_LABEL", "plotly_escape", "significant", "signed", "size_hw", "size_text"]
 
 #: What the two numbers of a size are, in the order :func:`size_text` writes them.
 SIZE_LABEL = "width×height"
@@ -92,3 +93,18 @@ def signed(value: float, digits: int = 1, *, unit: str = "") -> str:
         return "n/a"
     text = f"{value:+.{digits}f}"
     return ("0" if float(text) == 0 else text) + suffix
+
+
+def plotly_escape(text: object) -> str:
+    """``text`` as a Plotly label that shows literally: ``&``, ``<`` and ``>`` as HTML entities.
+
+    Plotly reads a subset of HTML in trace names (the legend), hover text, titles, annotations
+    and axis labels: a file named ``<a href="…">x</a>`` would be a link there and ``<b>`` bold.
+    Every string not written by the app (a file or folder name) goes through this before it reaches
+    a figure. Quotes stay as they are (outside a tag they are text, and Plotly knows no ``&quot;``).
+
+    Example:
+        >>> plotly_escape('<a href="x">a & b</a>')
+        '&lt;a href="x"&gt;a &amp; b&lt;/a&gt;'
+    """
+    return html.escape(str(text), quote=False)

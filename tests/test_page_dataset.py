@@ -11,6 +11,7 @@ from lpips_core import space
 from lpips_core.datasets import match_folders, parse_spec, score_pairs
 from lpips_explorer.demo_dataset import make_demo
 from lpips_core.datasets.methods import compare_methods
+from ui.text import md_escape  # st.table reads Markdown: the page escapes the tables' text (folder names)
 
 PAGE = "app_pages/score_a_dataset.py"
 NAMES = tuple(parse_spec(m).name for m in ("mse", "psnr", "ssim", "lpips-alex"))
@@ -38,7 +39,8 @@ def test_demo_set_scores_equal_the_library(app, expected):
     summary = frame(at, "95% CI high")
     for label, res in expected.items():
         for name in NAMES:
-            got = summary[(summary["method"] == label) & (summary["metric"] == parse_spec(name).label)].iloc[0]
+            got = summary[(summary["method"] == md_escape(label))
+                          & (summary["metric"] == md_escape(parse_spec(name).label))].iloc[0]
             want = res.summary["metrics"][name]
             assert got["n"] == want["n"] == 12
             assert got["mean"] == pytest.approx(want["mean"], rel=1e-12)
@@ -56,11 +58,11 @@ def test_demo_set_scores_equal_the_library(app, expected):
     comp = compare_methods(expected[a].rows, expected[b].rows, NAMES, labels=(a, b))
     versus = frame(at, "A − B")
     for c in comp:
-        got = row(versus, "metric", parse_spec(c["metric"]).label)
+        got = row(versus, "metric", md_escape(parse_spec(c["metric"]).label))
         assert got["A − B"] == pytest.approx(c["diff"], rel=1e-12)
         assert [got["95% CI low"], got["95% CI high"]] == pytest.approx(c["ci95"], rel=1e-12)
     # the demo's point: pixel metrics prefer the blur, LPIPS the shifted noisy copy
-    assert list(versus["better"]) == [a, a, a, b]
+    assert list(versus["better"]) == [md_escape(m) for m in (a, a, a, b)]
     assert any("disagree" in w.value for w in at.warning)
 
     # the worst pairs' maps in reading order: worst first, numbered, the metric's full label
@@ -78,7 +80,7 @@ def test_demo_set_scores_equal_the_library(app, expected):
     spec = parse_spec(LPIPS)
     model = spec.build("cpu")
     folders = {"reference": demo.reference, **demo.methods}
-    assert list(div["folder"]) == list(folders)
+    assert list(div["folder"]) == [md_escape(f) for f in folders]
     for (_, got), folder in zip(div.iterrows(), folders.values()):
         want = space.diversity(space.embed(model, folder, spec=spec))
         assert got["images"] == 12
@@ -113,7 +115,7 @@ def test_explain_finds_the_vgg_number_first(app, expected):
     top = shown.iloc[0]
     assert top["configuration"] == "LPIPS · VGG16" and top["★"] == "★" and top["name"] == "✓"
     assert top["mean"] == pytest.approx(reported, rel=1e-6) and abs(top["z"]) < 1e-4
-    assert top["same values"] == "LPIPS · VGG16 (96 px)"  # equal values on 96-px images: one row
+    assert top["same values"] == md_escape("LPIPS · VGG16 (96 px)")  # equal values on 96-px images: one row
     assert set(shown["configuration"].str.slice(0, 13)) == {"LPIPS · VGG16"}  # VGG16 only
     assert len(shown) == 10 and len(ex["candidates"]) == 24  # 48 configurations, merged in pairs
     holding = sum(c["holds_reported"] for c in ex["candidates"])

@@ -35,8 +35,8 @@ _EXPORTS: dict[str, str] = {
                      "start_warm_up"), "models"),
     **dict.fromkeys(("apply_chain", "current_pair", "init_state", "reference", "sample_names", "set_reference",
                      "working_side"), "pair"),
-    **dict.fromkeys(("NET_LABELS", "chain_key", "chain_label", "fmt", "md_escape", "png_data_url", "significant",
-                     "signed", "size_hw", "size_text", "verdict"), "text"),
+    **dict.fromkeys(("NET_LABELS", "chain_key", "chain_label", "fmt", "md_escape", "md_frame", "plotly_escape",
+                     "png_data_url", "significant", "signed", "size_hw", "size_text", "verdict"), "text"),
     **dict.fromkeys(("extras_picker", "reference_picker", "sidebar"), "widgets"),
 }
 __all__ = sorted(_EXPORTS)

@@ -14,7 +14,7 @@ from typing import Any, Sequence
 # The one way the app writes sizes ("256×170 px (width×height)") and signed or small numbers; defined
 # with the lessons, whose diagnostics write them too (they may not import ui).
 from lpips_core.metric_registry import NET_LABELS  # noqa: F401  (the backbones' names, in the sidebar's order)
-from lpips_explorer.text import SIZE_LABEL, significant, signed, size_hw, size_text  # noqa: F401
+from lpips_explorer.text import SIZE_LABEL, plotly_escape, significant, signed, size_hw, size_text  # noqa: F401
 
 # Every ASCII punctuation character may be backslash-escaped in CommonMark, and renders as itself.
 # Streamlit's Markdown also reads `:red[...]` and emoji shortcodes (so `:` is escaped) and turns
@@ -39,6 +39,19 @@ def md_escape(text: object, *, links: bool = False) -> str:
     if not links:
         text = _AUTOLINK.sub(WORD_JOINER, text)
     return _MD_SPECIAL.sub(r"\\\1", text)
+
+
+def md_frame(frame):
+    """A copy of the ``DataFrame`` ``frame`` for ``st.table``, which reads every cell, column name and
+    index label as Markdown: each text among them through :func:`md_escape` (numbers stay numbers)."""
+    out = frame.copy()
+    esc = lambda v: md_escape(v) if isinstance(v, str) else v  # noqa: E731
+    out.columns = [esc(c) for c in out.columns]
+    out.index = out.index.map(esc).rename(esc(frame.index.name))
+    for col in out.columns:
+        if out[col].dtype == object or str(out[col].dtype) in ("string", "str"):
+            out[col] = out[col].map(esc)
+    return out
 
 
 def fmt(value: float, digits: int = 4) -> str:

@@ -25,6 +25,7 @@ import json
 import sys
 from pathlib import Path
 
+from ..cells import printable
 from ..conventions import CONVENTIONS
 from ..images import DEFAULT_MAX_SIDE
 from ..metric_registry import NET_LABELS
@@ -205,8 +206,15 @@ def _space_diversity(args):
 
 # --------------------------------------------------------------------------- running
 def _fail(message: str) -> int:
-    print("error: " + " ".join(str(message).split()), file=sys.stderr)
+    """One ``error: ...`` line on stderr (:func:`~lpips_core.cells.printable`: a file name in the message
+    shows its newlines and escape sequences escaped); returns 2."""
+    print("error: " + printable(str(message).strip(), backslash=False), file=sys.stderr)
     return 2
+
+
+def _say(line: str) -> None:
+    """Print one line of a text summary: names and paths in it shown by :func:`~lpips_core.cells.printable`."""
+    print(printable(line))
 
 
 class _Bar:
@@ -267,20 +275,20 @@ def _fmt(v) -> str:
 
 def _print_summary(out: dict) -> None:
     skipped = ", ".join(f"{k} {v}" for k, v in out["skipped_by_reason"].items())
-    print(f"scored {out['n']} pairs" + (f"; {out['skipped']} skipped ({skipped})" if out["skipped"] else "")
+    _say(f"scored {out['n']} pairs" + (f"; {out['skipped']} skipped ({skipped})" if out["skipped"] else "")
           + f"; size mismatch policy: {out['config']['mismatch']}")
     width = max([len("metric")] + [len(k) for k in out["metrics"]])
-    print(f"{'metric':<{width}}  {'n':>6}  {'mean':>10}  {'std':>10}  95% CI of the mean")
+    _say(f"{'metric':<{width}}  {'n':>6}  {'mean':>10}  {'std':>10}  95% CI of the mean")
     for name, s in out["metrics"].items():
         lo, hi = s["ci95"]
-        print(f"{name:<{width}}  {s['n']:>6}  {_fmt(s['mean']):>10}  {_fmt(s['std']):>10}  [{_fmt(lo)}, {_fmt(hi)}]")
-    print("std: sample standard deviation (ddof=1); CI: Student t")
+        _say(f"{name:<{width}}  {s['n']:>6}  {_fmt(s['mean']):>10}  {_fmt(s['std']):>10}  [{_fmt(lo)}, {_fmt(hi)}]")
+    _say("std: sample standard deviation (ddof=1); CI: Student t")
     disc = out["config"].get("discovery") or {}
     what = {"only_reference": "references without a test image", "only_test": "test images without a reference",
             "duplicates": "duplicate names", "ignored": "non-image files"}
     left = {k: disc.get(k, 0) for k in what if disc.get(k)}
     if left:
-        print("not paired: " + ", ".join(f"{v} {what[k]}" for k, v in left.items()) + " (see --json for the files)")
+        _say("not paired: " + ", ".join(f"{v} {what[k]}" for k, v in left.items()) + " (see --json for the files)")
 
 
 def _score(args) -> dict:
@@ -322,35 +330,35 @@ def _explain(args) -> dict:
 def _print_explain(out: dict) -> None:
     from .explain import describe_hints
 
-    print(f"reported {out['reported']:g}" + (f" ({out['name']})" if out["name"] else "")
+    _say(f"reported {out['reported']:g}" + (f" ({out['name']})" if out["name"] else "")
           + f"; {out['pairs']} pairs")
     if out["name"]:
         how = "searched only that" if out["searched"].get("narrowed_by_name") else "used to mark matches (m)"
-        print(f"the name says: {describe_hints(out['hints'])}; {how} (--all searches everything)")
+        _say(f"the name says: {describe_hints(out['hints'])}; {how} (--all searches everything)")
     s = out["searched"]
-    print(f"searched: {', '.join(s['nets'])} x v{'/'.join(s['versions'])} x "
+    _say(f"searched: {', '.join(s['nets'])} x v{'/'.join(s['versions'])} x "
           f"{'/'.join('lin' if x else 'baseline' for x in s['lin'])} x {'/'.join(s['conventions'])} x "
           f"{'colour/gray' if len(s['grayscale']) == 2 else ('gray' if s['grayscale'][0] else 'colour')} x "
           f"{'/'.join(s['sizes'])}; closest first")
     cands = out["candidates"]
     width = max([len("configuration")] + [len(c["config"]) for c in cands])
-    print(f"  {'configuration':<{width}}  {'mean':>10}  {'std':>10}  {'95% CI':>22}  {'|Δ|':>9}  {'z':>7}")
+    _say(f"  {'configuration':<{width}}  {'mean':>10}  {'std':>10}  {'95% CI':>22}  {'|Δ|':>9}  {'z':>7}")
     for c in cands:
         lo, hi = c["ci95"]
         ci = f"[{_fmt(lo)}, {_fmt(hi)}]"
         z = "—" if c["z"] is None else f"{c['z']:.2f}"
         mark = ("*" if c["holds_reported"] else " ") + ("m" if c["matches_name"] else " ")
-        print(f"{mark}{c['config']:<{width}}  {_fmt(c['mean']):>10}  {_fmt(c['std']):>10}  {ci:>22}  "
+        _say(f"{mark}{c['config']:<{width}}  {_fmt(c['mean']):>10}  {_fmt(c['std']):>10}  {ci:>22}  "
               f"{c['distance']:>9.2g}  {z:>7}")
         for other in c["same"][1:]:
-            print(f"   = {other} (the same values on this data)")
-    print("*: the 95% CI of the mean holds the reported value; m: matches the name; "
+            _say(f"   = {other} (the same values on this data)")
+    _say("*: the 95% CI of the mean holds the reported value; m: matches the name; "
           "z: standard errors from the reported value")
-    print(out["sentence"])
+    _say(out["sentence"])
     if out["unavailable"]:
-        print("not tried: " + "; ".join(f"{k} ({v})" for k, v in out["unavailable"].items()))
+        _say("not tried: " + "; ".join(f"{k} ({v})" for k, v in out["unavailable"].items()))
     if out["skipped"]:
-        print("skipped: " + ", ".join(f"{k} {v}" for k, v in out["skipped"].items()))
+        _say("skipped: " + ", ".join(f"{k} {v}" for k, v in out["skipped"].items()))
 
 
 def run(args: argparse.Namespace) -> int:

@@ -16,6 +16,8 @@ import plotly.colors as pc
 import plotly.graph_objects as go
 from PIL import Image
 
+from ..text import plotly_escape
+
 __all__ = [
     "MAP_COLORSCALE",
     "plotly_scale",
@@ -156,6 +158,7 @@ def map_overlay(
         image: ``(H, W, 3)`` float in ``[0, 1]``.
         values: ``(H, W)`` map of the same size (e.g. ``LPIPSResult.spatial_map[0]``).
         opacity: the map's opacity in ``[0, 1]`` (0 shows the image alone).
+        title: plain text (it may name a file: :func:`~lpips_explorer.text.plotly_escape` d).
         value_name: the hover label.
         zmax: the colour scale's top (default: the map's maximum).
 
@@ -187,7 +190,8 @@ def map_overlay(
     fig.update_xaxes(range=[-0.5, w - 0.5], showticklabels=False, showgrid=False, zeroline=False)
     fig.update_yaxes(range=[h - 0.5, -0.5], showticklabels=False, showgrid=False, zeroline=False,
                      scaleanchor="x")
-    fig.update_layout(title=title or None, height=height or int(min(640, max(260, 520 * h / max(w, 1)))),
+    fig.update_layout(title=plotly_escape(title) if title else None,
+                      height=height or int(min(640, max(260, 520 * h / max(w, 1)))),
                       margin=dict(l=10, r=MAP_MARGIN_RIGHT, t=40 if title else 10, b=10, autoexpand=False))
     return fig
 

@@ -7,6 +7,8 @@ from typing import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
+from ..text import plotly_escape
+
 __all__ = ["MAP_THUMBNAILS", "image_strip", "space_map"]
 
 #: Up to this many points the map draws each image's thumbnail at its point (beyond, dots only).
@@ -20,7 +22,8 @@ def space_map(xy: np.ndarray, names: Sequence[str], *, thumbnails: Sequence[str]
 
     Args:
         xy: ``(N, 2)`` coordinates.
-        names: the images' names (shown on hover).
+        names: the images' names (shown on hover). Names, groups and ``nearest``'s names are plain text
+            (:func:`~lpips_explorer.text.plotly_escape`: a ``<b>`` in a file name shows as written).
         thumbnails: PNG data URIs drawn at the points (when ``N ≤`` :data:`MAP_THUMBNAILS`).
         groups: a label per image (e.g. its subfolder): one coloured trace per label.
         nearest: per image ``(name, distance)`` of its nearest other image (shown on hover).
@@ -38,10 +41,12 @@ def space_map(xy: np.ndarray, names: Sequence[str], *, thumbnails: Sequence[str]
     fig = go.Figure()
     for g in dict.fromkeys(groups):
         rows = [i for i in range(n) if groups[i] == g]
-        text = [names[i] + ("" if nearest is None else
-                            f"<br>nearest: {nearest[i][0]} ({nearest[i][1]:.4f})") for i in rows]
+        text = [plotly_escape(names[i]) + ("" if nearest is None else
+                                           f"<br>nearest: {plotly_escape(nearest[i][0])} ({nearest[i][1]:.4f})")
+                for i in rows]
         fig.add_trace(go.Scatter(
-            x=xy[rows, 0], y=xy[rows, 1], mode="markers", name=g or "images", customdata=rows, text=text,
+            x=xy[rows, 0], y=xy[rows, 1], mode="markers", name=plotly_escape(g) if g else "images", customdata=rows,
+            text=text,
             hovertemplate="%{text}<extra></extra>",
             marker=dict(size=34 if thumbnails is not None and n <= MAP_THUMBNAILS else 10, symbol="square",
                         line=dict(width=0)),
@@ -74,6 +79,8 @@ def image_strip(images: Sequence[str], titles: Sequence[str], *, hover: Sequence
         images: PNG data URIs (see :func:`lpips_explorer.space_view.thumbnail`).
         titles: one per image, short (a strip of ten leaves each ~50 px at 1024 px).
         hover: one label per image shown on hover (e.g. its name); default: the title.
+
+    Titles and hover labels are plain text (:func:`~lpips_explorer.text.plotly_escape`).
     """
     if len(images) != len(titles) or not images or (hover is not None and len(hover) != len(images)):
         raise ValueError(f"need one title (and hover label) per image and at least one image, got {len(images)}, "
@@ -81,9 +88,9 @@ def image_strip(images: Sequence[str], titles: Sequence[str], *, hover: Sequence
     from plotly.subplots import make_subplots
 
     k = len(images)
-    fig = make_subplots(rows=1, cols=k, subplot_titles=list(titles), horizontal_spacing=0.02)
+    fig = make_subplots(rows=1, cols=k, subplot_titles=[plotly_escape(t) for t in titles], horizontal_spacing=0.02)
     for i, src in enumerate(images, start=1):
-        label = (hover or titles)[i - 1]
+        label = plotly_escape((hover or titles)[i - 1])
         fig.add_trace(go.Image(source=src, name=label, hovertemplate=label.replace("%", "%%") + "<extra></extra>"),
                       row=1, col=i)
     fig.update_xaxes(showticklabels=False, showgrid=False, zeroline=False, showline=False, ticks="")
