@@ -191,16 +191,26 @@ def published(path: str | os.PathLike, *, overwrite: bool = False) -> Iterator[P
     renamed to ``path`` (on an exception it is removed, and ``path`` is untouched).
 
     Without ``overwrite`` the result appears only if nothing took ``path`` meanwhile (checked by
-    :func:`check_output` first, and by the no-clobber rename); with it, whatever regular file or
-    link is at ``path`` is replaced (never written through).
+    :func:`check_output` first, and by the no-clobber rename); with it (a file the caller owns,
+    such as a cache entry), whatever is at ``path`` -- a file, a link, a FIFO -- is replaced by
+    the rename, never written through or opened; only a folder is refused.
 
     Raises:
         UnsafeFile: ``path`` is refused (see :func:`check_output`).
     """
     path = Path(path)
-    check_output(path, exists_ok=overwrite)
+    if not overwrite:
+        check_output(path)
+    elif os.path.isdir(path) and not os.path.islink(path):
+        raise UnsafeFile(_name(path), "directory", "is a folder, not a file to write")
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent or ".")
-    os.close(fd)
+    try:  # mkstemp's 0600 would outlive the rename: give the file the mode open() gives a new one
+        mask = os.umask(0o077)  # (read by setting it: a file created meanwhile gets the stricter mask)
+        os.umask(mask)
+        if hasattr(os, "fchmod"):
+            os.fchmod(fd, 0o666 & ~mask)
+    finally:
+        os.close(fd)
     tmp_path = Path(tmp)
     try:
         yield tmp_path

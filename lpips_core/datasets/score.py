@@ -51,7 +51,7 @@ from typing import Callable, Sequence
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from .. import metric_registry
+from .. import files, metric_registry
 from ..conventions import parse_size
 from ..protocol import resolve_device
 from ..spec import MetricSpec, parse_specs
@@ -326,7 +326,7 @@ def score_pairs(
         metrics: specs or names, or one comma-separated string (:func:`~.specs.parse_specs`).
         mismatch: ``"error"``, ``"resize"`` or ``"crop"`` (:mod:`~lpips_core.datasets.loader`).
         out: a ``.csv``/``.jsonl`` table to stream rows to (with ``<out>.manifest.json``); it
-            must not exist unless ``resume``.
+            must not exist unless ``resume``, and is never a link, FIFO, device or folder.
         resume: continue ``out``: keep its rows, compute the blocks with missing rows.
         shard: ``(i, n)``: score only the ``i``-th of ``n`` contiguous slices of the blocks.
         batch_size: pairs per block (default :func:`default_block`).
@@ -357,7 +357,8 @@ def score_pairs(
         :class:`ScoreResult`.
 
     Raises:
-        ValueError: bad options, an existing ``out`` without ``resume``, or a ``resume`` of a
+        ValueError: bad options, an existing ``out`` without ``resume``, a link, FIFO, device or
+            folder as ``out`` (:class:`lpips_core.files.UnsafeFile`), or a ``resume`` of a
             table computed under another configuration, shard, versions, weights or device
             (without ``force``), of a malformed manifest, or of rows that are not these pairs'
             or hold values a scorer cannot write.
@@ -372,6 +373,7 @@ def score_pairs(
     scorer = scorer or Scorer(metrics, device=device)
     if out is not None:
         store.table_format(out)
+        files.check_output(out, exists_ok=True)  # a link, FIFO, device or folder: refused, resume or not
         if not resume and (store.manifest_path(out).exists() or _nonempty(out)):
             raise ValueError(f"{out} exists: pass resume (--resume) to continue it, or remove it")
     if mismatch not in MISMATCH_POLICIES:

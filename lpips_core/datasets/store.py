@@ -17,8 +17,16 @@ Any file name round-trips (:mod:`lpips_core.cells`):
 
 - Streaming: each block's rows are appended and flushed as soon as they are computed; a killed
   run loses at most the block in flight (a torn last record — found with the CSV parser's own
-  record boundaries, so a quoted newline inside a name is not taken for one — is ignored when
-  the table is read, and cut before a resumed run appends).
+  record boundaries, so a quoted newline inside a name is not taken for one; cut anywhere,
+  also inside a multi-byte UTF-8 character, a quoted field or a JSON string — is ignored when
+  the table is read, and cut before a resumed run appends). Only the tail may be torn: bytes
+  that are not UTF-8 anywhere else make the table refused.
+- Files: tables and manifests are read through :mod:`lpips_core.files` (regular files only, at
+  most :data:`MAX_TABLE_BYTES` / :data:`MAX_MANIFEST_BYTES`: a FIFO is refused, never waited
+  on) and written through it: :func:`write_table` and :func:`write_manifest` replace the file
+  atomically (a link there is replaced, never written through), and :class:`RowWriter` opens only
+  a regular file or a new one (``O_NOFOLLOW``), so a link, FIFO, device or folder at a table's
+  path is refused before a row is written.
 - Resume: the rows already on disk are kept and only blocks with a missing row are computed
   again; when the run ends the table is rewritten in pair order (duplicates of a recomputed
   block dropped, the later kept), so an interrupted and resumed run gives the same table as an
@@ -35,14 +43,17 @@ Every problem with a table or a manifest is a ``ValueError`` of one line.
 
 from __future__ import annotations
 
+import codecs
 import csv
 import json
 import math
 import os
 import re
+import stat
 from pathlib import Path
 from typing import Iterable, Sequence
 
+from .. import files
 from ..cells import escape_name, neutralise, restore, unescape_name
 from .summary import summarize
 
@@ -50,6 +61,7 @@ __all__ = [
     "BASE_COLUMNS",
     "ERROR_KINDS",
     "MAX_MANIFEST_BYTES",
+    "MAX_TABLE_BYTES",
     "RowWriter",
     "check_rows",
     "final_rows",
@@ -79,6 +91,10 @@ ERROR_KINDS: frozenset[str] = frozenset({"unreadable", "too_large", "size-mismat
 
 MAX_MANIFEST_BYTES = 16 * 2**20
 """Largest manifest read (16 MiB; one this tool writes is a few KB)."""
+
+MAX_TABLE_BYTES = 4 * 2**30
+"""Largest table read (4 GiB, some 20 million rows of a few metrics): a larger file is refused
+from its size, unread (a table is read whole, to resume, merge or rewrite it in pair order)."""
 
 #: The only metric value that may be non-finite on a scored row: PSNR of identical images.
 _MAY_BE_INF = ("psnr",)
@@ -166,12 +182,17 @@ class RowWriter:
 
     def __init__(self, path: str | os.PathLike[str], columns: Sequence[str], *, append: bool = False):
         self.path, self.columns, self.fmt = Path(path), tuple(columns), table_format(path)
-        exists = self.path.exists() and self.path.stat().st_size > 0
-        if append and exists:
-            _trim_torn_tail(self.path)
-            self._fh = open(self.path, "a", encoding="utf-8", newline="")
-        else:
-            self._fh = open(self.path, "w", encoding="utf-8", newline="")
+        exists = files.check_output(self.path, exists_ok=True) and self.path.stat().st_size > 0
+        append = append and exists
+        fd = _open_table(self.path, append=append)
+        try:
+            if append:
+                _trim_torn_tail(self.path, fd)
+            self._fh = open(fd, "a" if append else "w", encoding="utf-8", newline="")
+        except BaseException:
+            os.close(fd)
+            raise
+        if not append:
             self._fh.write(_header(self.columns, self.fmt))
             self._fh.flush()
 
@@ -189,19 +210,55 @@ class RowWriter:
         self.close()
 
 
-def _read_text(path: str | os.PathLike[str]) -> str:
-    """A table's text exactly as stored (no newline translation: a CR inside a name stays one)."""
-    with open(path, encoding="utf-8", newline="") as fh:
-        return fh.read()
+def _open_table(path: Path, *, append: bool) -> int:
+    """A descriptor of ``path`` for writing rows (appending, or emptied first; created if
+    missing), opened only after :func:`lpips_core.files.check_output` found a regular file or
+    nothing there, never through a link (``O_NOFOLLOW``) and never waiting on a FIFO put there
+    since (``O_NONBLOCK``, and the open descriptor must be a regular file)."""
+    files.check_output(path, exists_ok=True)
+    flags = (os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else os.O_TRUNC) | getattr(os, "O_NOFOLLOW", 0)
+             | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    fd = os.open(path, flags, 0o666)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise files.UnsafeFile(os.fsdecode(path), "special", "is not a regular file: results are written to "
+                                                                 "regular files only")
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
-def _trim_torn_tail(path: Path) -> None:
-    """Cut a last record left incomplete by a killed run (the parser's record boundaries)."""
-    text = _read_text(path)
-    whole = _complete_prefix(text, table_format(path))
-    if len(whole) != len(text):
-        with open(path, "r+b") as fh:
-            fh.truncate(len(whole.encode("utf-8")))
+def _decode(data: bytes, path) -> str:
+    """A table's bytes as text, exactly as stored (no newline translation: a CR inside a name stays
+    one). A multi-byte character cut at the very end (a killed run's torn tail, which the record
+    boundaries drop anyway) is left out; a byte that is not UTF-8 anywhere else is refused.
+
+    Raises:
+        ValueError: not UTF-8, in one line.
+    """
+    try:
+        return codecs.getincrementaldecoder("utf-8")("strict").decode(data, final=False)
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path} is not a UTF-8 table ({exc.reason} at byte {exc.start})") from None
+
+
+def _read_text(path: str | os.PathLike[str]) -> tuple[str, int]:
+    """A table's text (:func:`_decode`) and its size in bytes, read through
+    :func:`lpips_core.files.read_bytes` (a regular file of at most :data:`MAX_TABLE_BYTES`)."""
+    data = files.read_bytes(path, max_bytes=MAX_TABLE_BYTES)
+    return _decode(data, path), len(data)
+
+
+def _trim_torn_tail(path: Path, fd: int) -> None:
+    """Cut a last record left incomplete by a killed run (the parser's record boundaries; torn
+    anywhere, a multi-byte character included), through ``fd``, the table open for writing."""
+    text, size = _read_text(path)
+    keep = len(_complete_prefix(text, table_format(path)).encode("utf-8"))
+    if keep != size:
+        os.ftruncate(fd, keep)
 
 
 def _lines(text: str, ends: list[int]):
@@ -261,17 +318,16 @@ def _csv_text(column: str, cell: str):
 
 
 def read_rows(path: str | os.PathLike[str]) -> tuple[tuple[str, ...], list[dict]]:
-    """``(columns, rows)`` of a table; a torn last record (a killed run's) is ignored.
+    """``(columns, rows)`` of a table; a torn last record (a killed run's, cut anywhere) is ignored.
 
     Raises:
-        ValueError: not a table this module wrote (unknown extension, not UTF-8, missing base
-            columns, a malformed record other than the last), in one line.
+        ValueError: not a table this module wrote (unknown extension, not UTF-8 before the torn
+            tail, missing base columns, a malformed record other than the last), or not a regular
+            file of at most :data:`MAX_TABLE_BYTES` (:class:`lpips_core.files.UnsafeFile`), in one line.
+        OSError: it cannot be read (missing, no permission).
     """
     fmt = table_format(path)
-    try:
-        text = _read_text(path)
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"{path} is not a UTF-8 table ({exc.reason} at byte {exc.start})") from None
+    text, _ = _read_text(path)
     rows: list[dict] = []
     if fmt == "csv":
         records, _ = _csv_records(text)
@@ -360,40 +416,39 @@ def _short(text, limit: int = 80) -> str:
 
 
 def write_table(path: str | os.PathLike[str], columns: Sequence[str], rows: Iterable[dict]) -> None:
-    """Write a whole table atomically (a temporary file beside it, then ``os.replace``)."""
+    """Write a whole table atomically, replacing the one there (:func:`lpips_core.files.published`:
+    a temporary file beside it, then renamed over whatever is at ``path``, which is never written
+    through; a folder there is refused)."""
     path = Path(path)
     fmt = table_format(path)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8", newline="") as fh:
-        fh.write(_header(columns, fmt))
-        for r in rows:
-            fh.write(_encode(r, columns, fmt))
-    os.replace(tmp, path)
+    with files.published(path, overwrite=True) as tmp:
+        with open(tmp, "w", encoding="utf-8", newline="") as fh:
+            fh.write(_header(columns, fmt))
+            for r in rows:
+                fh.write(_encode(r, columns, fmt))
 
 
 def write_manifest(path: str | os.PathLike[str], manifest: dict) -> None:
-    """Write ``<table>.manifest.json`` atomically."""
-    target = manifest_path(path)
-    tmp = target.with_name(target.name + ".tmp")
-    tmp.write_text(json.dumps(manifest, indent=1, sort_keys=True, default=_json_safe) + "\n", encoding="utf-8")
-    os.replace(tmp, target)
+    """Write ``<table>.manifest.json`` atomically (as :func:`write_table`)."""
+    text = json.dumps(manifest, indent=1, sort_keys=True, default=_json_safe) + "\n"
+    files.write_bytes(manifest_path(path), text.encode("utf-8"), overwrite=True)
 
 
 def read_manifest(path: str | os.PathLike[str]) -> dict:
     """The manifest beside a table, checked to have the shape this module writes.
 
     Raises:
-        ValueError: it is missing, larger than :data:`MAX_MANIFEST_BYTES`, not JSON, or
-            malformed (the message names the first field at fault).
+        ValueError: it is missing, not a regular file (a FIFO is refused unread), larger than
+            :data:`MAX_MANIFEST_BYTES`, not JSON, or malformed (the message names the first field
+            at fault).
     """
     target = manifest_path(path)
     try:
-        size = target.stat().st_size
-        if size > MAX_MANIFEST_BYTES:
-            raise ValueError(f"{target} is {size:,} bytes, more than a manifest ({MAX_MANIFEST_BYTES:,})")
-        if not target.is_file():
-            raise ValueError(f"{target} is not a regular file")
-        manifest = json.loads(target.read_text(encoding="utf-8"))
+        manifest = json.loads(files.read_bytes(target, max_bytes=MAX_MANIFEST_BYTES).decode("utf-8"))
+    except files.UnsafeFile as exc:
+        if exc.kind == "too_large":
+            raise ValueError(f"{target} is {exc.size:,} bytes, more than a manifest ({MAX_MANIFEST_BYTES:,})") from None
+        raise
     except FileNotFoundError:
         raise ValueError(f"{target} is missing: {path} was not written by this tool") from None
     except UnicodeDecodeError:
@@ -479,6 +534,7 @@ def merge_tables(shards: Sequence[str | os.PathLike[str]], out: str | os.PathLik
     if any(Path(s).resolve() == Path(out).resolve() for s in shards):
         raise ValueError(f"the merged table {str(out)!r} must not be one of the shards")
     table_format(out)
+    files.check_output(out, exists_ok=True)  # a link, FIFO, device or folder: refused before any work
     manifests = [read_manifest(s) for s in shards]
     first = manifests[0]
     forced: list[str] = []
