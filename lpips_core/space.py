@@ -1001,7 +1001,9 @@ class Neighbours:
     """The ``k`` nearest pool rows of each query, nearest first (ties: lower pool row first).
 
     Attributes:
-        indices: ``(Q, k)`` int64 pool rows (``-1`` where the pool has fewer than ``k``).
+        indices: ``(Q, k)`` int64 pool rows, ``k`` at most the pool size (``-1`` where fewer
+            rows are found: the self-match's slot when it is left out, an approximate index's
+            misses).
         distances: ``(Q, k)`` float64 (``inf`` where ``indices`` is ``-1``).
     """
 
@@ -1054,6 +1056,19 @@ def _exact_many(a: Embedding, i: int, b: Embedding, cols: Sequence[int]) -> list
     return [0.0 if a.content[i] == b.content[j] else v for j, v in zip(cols, d)]
 
 
+def _check_int(name: str, value, minimum: int, what: str) -> int:
+    """``value`` as an ``int`` ``≥ minimum``, else one line naming the argument and what it is.
+
+    Raises:
+        TypeError: not an integer. ValueError: a bool, or below ``minimum``.
+    """
+    if not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an integer ≥ {minimum} ({what}), got {value!r}")
+    if isinstance(value, (bool, np.bool_)) or value < minimum:
+        raise ValueError(f"{name} must be an integer ≥ {minimum} ({what}), got {value!r}")
+    return int(value)
+
+
 def nearest(queries: Embedding, pool: Embedding, k: int = 5, *, exclude_self: bool | None = None,
             memory_budget: int = DEFAULT_BUDGET, device=None, margin: int = 4,
             progress: Callable[[int, int], None] | None = None) -> Neighbours:
@@ -1066,7 +1081,8 @@ def nearest(queries: Embedding, pool: Embedding, k: int = 5, *, exclude_self: bo
     ``(distance, pool row)``: ties (identical images) go by sorted name.
 
     Args:
-        k: neighbours per query (``≥ 1``); fewer when the pool is smaller.
+        k: neighbours per query (``≥ 1``), capped at the pool size: a larger ``k`` gives the
+            whole pool, sorted, at the cost of ``k`` = the pool size.
         exclude_self: leave out pool row ``i`` for query ``i`` (dedup within one folder: a copy
             of an image under another name is still found, at distance 0); default: when
             ``queries is pool``.
@@ -1074,14 +1090,14 @@ def nearest(queries: Embedding, pool: Embedding, k: int = 5, *, exclude_self: bo
         margin: extra candidates re-ranked per query.
         progress: called with ``(tiles done, tiles)``.
     """
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-        raise ValueError(f"k must be a positive integer, got {k!r}")
+    k = _check_int("k", k, 1, "the neighbours per query, e.g. k=5; a k above the pool size gives the whole pool")
+    margin = _check_int("margin", margin, 0, "extra candidates re-ranked per query, e.g. margin=4")
     queries.compatible(pool)
     exclude = (queries is pool) if exclude_self is None else bool(exclude_self)
     if exclude and len(queries) != len(pool):
         raise ValueError("exclude_self needs the query set to be the pool")
-    k = int(k)
     nq, npool = len(queries), len(pool)
+    k = min(k, max(1, npool - exclude))  # the whole pool (less the self-match) at most: no (Q, k) arrays beyond it
     side, chunk = _plan(nq, npool, queries.dim, memory_budget)
     dev = _device(device)
     can_p = pool.canonical()
@@ -1226,11 +1242,24 @@ def diversity(emb: Embedding, *, memory_budget: int = DEFAULT_BUDGET, device=Non
 
 
 # --------------------------------------------------------------------------- approximate index
+RANDOM_BLOCK_FLOATS = 1 << 23
+"""Floats of one seeded block of the random projection's axes (32 MiB): a block is
+``min(32768, RANDOM_BLOCK_FLOATS // dim)`` rows of ``dim`` floats (:func:`_random_block_rows`)."""
+
+
+def _random_block_rows(dim: int) -> int:
+    """Rows of φ per seeded block of the ``(D, dim)`` random axes: 32,768 up to 256 dimensions,
+    fewer above, so that a block is at most :data:`RANDOM_BLOCK_FLOATS` floats whatever ``dim``.
+    A function of ``dim`` only: the axes do not depend on the memory budget."""
+    return max(1, min(1 << 15, RANDOM_BLOCK_FLOATS // max(1, int(dim))))
+
+
 def _projection_chunk(seed: int, k0: int, k1: int, dim: int) -> torch.Tensor:
     """Rows ``[k0, k1)`` of the ``(D, dim)`` Gaussian projection ``N(0, 1/dim)``, made from ``seed``
-    chunk by chunk (never held whole: ``D × dim`` floats are gigabytes for VGG16)."""
+    block by block (never held whole: ``D × dim`` floats are gigabytes for VGG16). ``k0`` starts
+    a block of :func:`_random_block_rows` rows and ``k1 - k0`` is at most one block."""
     g = torch.Generator().manual_seed(int(seed) * 1_000_003 + k0)
-    return torch.randn((k1 - k0, dim), generator=g) / math.sqrt(dim)
+    return torch.randn((k1 - k0, dim), generator=g).div_(math.sqrt(dim))
 
 
 @dataclass
@@ -1238,10 +1267,12 @@ class Projection:
     """A linear map of φ to ``dim`` dimensions, ``(φ − mean) · axes``, applied column chunk by chunk.
 
     ``method="random"``: seeded Gaussian axes ``N(0, 1/dim)`` (Johnson–Lindenstrauss: squared
-    distances kept in expectation), made chunk by chunk and never stored. ``method="pca"``: the
-    ``dim`` leading principal axes of a sample of the pool (from the eigenvectors of its centred
-    Gram matrix, so no ``D × D`` covariance is formed; the axes, ``D × dim`` float32, are kept):
-    distances shrink to their part in the sample's principal subspace.
+    distances kept in expectation), made block by block (at most 32 MiB each, from ``seed`` and
+    ``dim`` only) and never stored. ``method="pca"``: the ``dim`` leading principal axes of a
+    sample of the pool (from the eigenvectors of its centred Gram matrix, so no ``D × D``
+    covariance is formed; the axes, ``D × dim`` float32, are kept): distances shrink to their part
+    in the sample's principal subspace. ``chunk``: PCA's column chunk (the random projection's is
+    its seed block).
     """
 
     method: str
@@ -1256,13 +1287,41 @@ class Projection:
             return _projection_chunk(self.seed, k0, k1, self.dim)
         return torch.from_numpy(self.axes[k0:k1])
 
+    def plan(self, width: int, memory_budget: int = DEFAULT_BUDGET) -> tuple[int, int]:
+        """Columns of φ per chunk and rows of φ per step that keep :meth:`apply` within
+        ``memory_budget`` bytes for an embedding of ``width`` floats a row: the chunk's axes (random:
+        one seeded block of ``_random_block_rows(dim) × dim`` floats, made on the fly; PCA: a view
+        of the stored axes), the rows read (``rows × chunk``) and their product (``rows × dim``).
+
+        Raises:
+            ValueError: the budget cannot hold the chunk's axes and one row (the message names
+                the budget that can).
+        """
+        memory_budget = _check_int("memory_budget", memory_budget, 1 << 20, "bytes, e.g. 1 << 30")
+        if self.method == "random":
+            chunk = min(width, _random_block_rows(self.dim))
+            held = 4 * chunk * self.dim
+        else:
+            chunk, held = max(1, min(width, int(self.chunk))), 0
+        per_row = 4 * (chunk + self.dim)
+        rows = (memory_budget - held) // per_row
+        if rows < 1:
+            need = -(-(held + per_row) // (1 << 20))
+            raise ValueError(f"a {self.method} projection to {self.dim:,} dimensions works on blocks of "
+                             f"{chunk:,} × {self.dim:,} floats ({held / 2**20:.1f} MiB) plus a row, over the "
+                             f"memory budget of {memory_budget / 2**20:.1f} MiB: raise the budget to at least "
+                             f"{need:,} MiB (--memory-mb {need}) or project to fewer dimensions")
+        return chunk, rows
+
     def apply(self, emb: Embedding, *, memory_budget: int = DEFAULT_BUDGET) -> np.ndarray:
-        """``(N, dim)`` float32 coordinates of every row of ``emb``."""
+        """``(N, dim)`` float32 coordinates of every row of ``emb``, column chunk by column chunk,
+        the working memory within ``memory_budget`` (:meth:`plan`; the result's ``N × dim``
+        floats come on top)."""
         n = len(emb)
-        rows = max(1, int(memory_budget // 2 // (4 * self.chunk)))
+        chunk, rows = self.plan(emb.dim, memory_budget)
         out = np.zeros((n, self.dim), dtype=np.float32)
-        for k0 in range(0, emb.dim, self.chunk):
-            k1 = min(emb.dim, k0 + self.chunk)
+        for k0 in range(0, emb.dim, chunk):
+            k1 = min(emb.dim, k0 + chunk)
             r = self._axes(k0, k1)
             for i0 in range(0, n, rows):
                 i1 = min(n, i0 + rows)
@@ -1270,6 +1329,7 @@ class Projection:
                 if self.mean is not None:
                     x -= torch.from_numpy(self.mean[k0:k1])
                 out[i0:i1] += (x @ r).numpy()
+            del r
         return out
 
 
@@ -1281,9 +1341,18 @@ def fit_projection(pool: Embedding, dim: int, *, method: str = "pca", sample: in
     PCA without the ``D × D`` covariance: with ``X`` the sample's centred rows, ``X Xᵀ = U Λ Uᵀ``
     (an ``m × m`` eigenproblem, from the blocked Gram matrix) gives the principal axes
     ``V = Xᵀ U Λ^{-1/2}``, built column chunk by column chunk.
+
+    The projection's ``dim`` is the one used: ``dim`` capped at the embedding's width
+    (``pool.dim``), and for PCA at ``min(sample, len(pool)) − 1`` (the axes a centred sample spans).
+
+    Raises:
+        ValueError: an unknown method, ``dim`` or ``sample`` below 1, a PCA sample of fewer than
+            2 images. TypeError: ``dim``, ``sample`` or ``seed`` not an integer.
     """
     if method not in ("pca", "random"):
         raise ValueError(f"method must be 'pca' or 'random', got {method!r}")
+    dim = _used_dim(pool, dim, method, sample)
+    seed = _check_int("seed", seed, 0, "the projection's seed, e.g. seed=0")
     if method == "random":
         return Projection("random", dim, seed)
     n = len(pool)
@@ -1294,17 +1363,32 @@ def fit_projection(pool: Embedding, dim: int, *, method: str = "pca", sample: in
     g = gram(sub, memory_budget=memory_budget)
     h = np.eye(m) - 1.0 / m
     lam, u = np.linalg.eigh(h @ g @ h)
-    keep = min(dim, m - 1)
+    keep = dim  # already min(dim, pool.dim, m - 1): _used_dim
     order = np.argsort(lam)[::-1][:keep]
     lam, u = np.clip(lam[order], 1e-30, None), u[:, order]
     w = torch.from_numpy((h @ u / np.sqrt(lam)).astype(np.float32))  # centring folded into the weights
     x = sub.blocks[0][1]
     mean = x.mean(0, dtype=np.float64).astype(np.float32)
-    axes = np.zeros((pool.dim, dim), dtype=np.float32)
+    axes = np.zeros((pool.dim, keep), dtype=np.float32)
     for k0 in range(0, pool.dim, 1 << 15):
         k1 = min(pool.dim, k0 + (1 << 15))
-        axes[k0:k1, :keep] = (torch.from_numpy(np.ascontiguousarray(x[:, k0:k1])).T @ w).numpy()
-    return Projection("pca", dim, seed, mean=mean, axes=axes)
+        axes[k0:k1] = (torch.from_numpy(np.ascontiguousarray(x[:, k0:k1])).T @ w).numpy()
+    return Projection("pca", keep, seed, mean=mean, axes=axes)
+
+
+def _used_dim(pool: Embedding, dim: int, method: str, sample: int) -> int:
+    """The projection's dimensions for ``dim`` asked: at most ``pool.dim`` (a wider projection
+    adds nothing), for PCA at most ``min(sample, len(pool)) − 1`` (the axes a centred sample spans)."""
+    dim = _check_int("dim", dim, 1, "the projection's dimensions, e.g. dim=256")
+    used = min(dim, pool.dim)
+    if method == "pca":
+        sample = _check_int("sample", sample, 1, "the pool images PCA is fitted on, e.g. sample=2048")
+        spans = min(sample, len(pool)) - 1
+        if spans < 1:
+            raise ValueError(f"PCA needs a sample of at least 2 images, got {min(sample, len(pool))} "
+                             f"(pool of {len(pool)}, sample={sample}): use method='random' (--projection random)")
+        used = min(used, spans)
+    return used
 
 
 @dataclass
@@ -1315,17 +1399,31 @@ class ApproximateIndex:
     index: object
     projection: Projection
     oversample: int
+    memory_budget: int = DEFAULT_BUDGET
 
     def search(self, queries: Embedding, k: int = 5, *, exclude_self: bool | None = None,
                rerank: bool = True) -> Neighbours:
         """The ``k`` nearest pool rows of each query: the index's ``k · oversample`` candidates,
         re-ranked by their exact LPIPS ``‖φ_q − φ_p‖²`` (float64; ties by pool row) unless
-        ``rerank=False`` (then in the index's order, with its projected distances)."""
+        ``rerank=False`` (then in the index's order, with its projected distances).
+
+        ``k`` (``≥ 1``) is capped at the pool size, and the candidates at the pool: a larger ``k``
+        gives every pool row the index finds, sorted.
+
+        Raises:
+            ValueError: ``k`` or ``oversample`` below 1, ``exclude_self`` with queries that are not
+                the pool, FAISS refusing the search (its first line). TypeError: ``k`` not an integer.
+        """
+        k = _check_int("k", k, 1, "the neighbours per query, e.g. k=5; a k above the pool size gives the whole pool")
+        oversample = _check_int("oversample", self.oversample, 1, "candidates re-ranked per neighbour, e.g. 4")
         queries.compatible(self.pool)
         exclude = (queries is self.pool) if exclude_self is None else bool(exclude_self)
-        cand_k = min(len(self.pool), k * self.oversample + (1 if exclude else 0))
-        vq = np.ascontiguousarray(self.projection.apply(queries), dtype=np.float32)
-        pd, cand = self.index.search(vq, cand_k)
+        if exclude and len(queries) != len(self.pool):
+            raise ValueError("exclude_self needs the query set to be the pool")
+        k = min(k, max(1, len(self.pool) - exclude))  # the whole pool (less the self-match) at most
+        cand_k = min(len(self.pool), k * oversample + (1 if exclude else 0))
+        vq = np.ascontiguousarray(self.projection.apply(queries, memory_budget=self.memory_budget), dtype=np.float32)
+        pd, cand = _faiss_call("search", self.index.search, vq, cand_k)
         nq = len(queries)
         dist = np.full((nq, k), np.inf)
         ind = np.full((nq, k), -1, dtype=np.int64)
@@ -1348,26 +1446,107 @@ def build_index(pool: Embedding, *, dim: int = 256, method: str = "random", fact
     """An approximate nearest-neighbour index of ``pool`` (needs ``faiss-cpu``: ``pip install -e .[faiss]``).
 
     φ is projected to ``dim`` dimensions (:func:`fit_projection`: a Gaussian random projection,
-    or PCA of a ``sample`` of the pool), indexed by ``faiss.index_factory(dim, factory)``
-    (``"Flat"``: exact in the projected space; ``"HNSW32"``, ``"IVF1024,Flat"`` … for millions);
-    a search re-ranks ``k · oversample`` candidates by their exact LPIPS.
+    or PCA of a ``sample`` of the pool), indexed by ``faiss.index_factory(d, factory)``; a search
+    re-ranks ``k · oversample`` candidates by their exact LPIPS. ``d``, the dimensions used
+    (``index.projection.dim``), is ``dim`` capped at the embedding's width ``pool.dim``, and for
+    PCA at ``min(sample, len(pool)) − 1``. The projection's working memory stays within
+    ``memory_budget`` (:meth:`Projection.plan`).
+
+    ``factory`` is checked before FAISS sees it (FAISS aborts the process on some strings, e.g.
+    ``"HNSW0"``); this subset is accepted, with ``N = len(pool)`` and ``d`` as above:
+
+    - ``Flat``: exact in the projected space;
+    - ``HNSW<M>`` or ``HNSW<M>,Flat``: a graph of ``M`` links per node, ``2 ≤ M ≤ 256``;
+    - ``IVF<n>,Flat``: ``n`` inverted lists, ``1 ≤ n ≤ N`` (k-means needs a training point per list);
+    - ``PQ<m>``, ``PQ<m>x<b>``, ``IVF<n>,PQ<m>``, ``IVF<n>,PQ<m>x<b>``: product quantisation into
+      ``m`` codes of ``b`` bits (default 8), ``m`` dividing ``d``, ``1 ≤ b ≤ 16``, and
+      ``N ≥ 2^b`` training points (and ``1 ≤ n ≤ N``).
+
+    Numbers are plain ASCII digits; no spaces. A string FAISS still refuses (e.g. a 1- or 2-bit
+    code on a SIMD path that needs 8 centroids, a 16-bit plain ``PQ``'s polysemous training) is a
+    ``ValueError`` with FAISS's first line, from building or searching.
 
     Raises:
-        ImportError: FAISS is not installed. ValueError: bad sizes or method.
+        ImportError: FAISS is not installed. ValueError: bad sizes, method or factory (the
+            message says what is accepted). TypeError: an argument of the wrong type.
     """
+    if not isinstance(factory, str):
+        raise TypeError(f"factory must be a FAISS index_factory string such as 'Flat' or 'HNSW32', "
+                        f"got {type(factory).__name__}")
+    oversample = _check_int("oversample", oversample, 1, "candidates re-ranked per neighbour, e.g. oversample=4")
+    if method not in ("pca", "random"):
+        raise ValueError(f"method must be 'pca' or 'random', got {method!r}")
+    if len(pool) < 1:
+        raise ValueError("the pool has no image: nothing to index")
+    used = _used_dim(pool, dim, method, sample)
+    factory = _check_factory(factory, used, len(pool))
     try:
         import faiss
     except ImportError as exc:
         raise ImportError("the approximate index needs FAISS: pip install -e .[faiss] (faiss-cpu)") from exc
-    if dim < 1 or oversample < 1:
-        raise ValueError(f"need dim ≥ 1 and oversample ≥ 1; got {dim} and {oversample}")
     proj = fit_projection(pool, dim, method=method, sample=sample, seed=seed, memory_budget=memory_budget)
     v = np.ascontiguousarray(proj.apply(pool, memory_budget=memory_budget), dtype=np.float32)
-    index = faiss.index_factory(dim, factory)
+    index = _faiss_call("index_factory", faiss.index_factory, proj.dim, factory)
     if not index.is_trained:
-        index.train(v)
-    index.add(v)
-    return ApproximateIndex(pool, index, proj, oversample)
+        _faiss_call("train", index.train, v)
+    _faiss_call("add", index.add, v)
+    return ApproximateIndex(pool, index, proj, oversample, memory_budget)
+
+
+_FACTORY = re.compile(r"(?:Flat|HNSW(?P<M>[0-9]{1,6})(?:,Flat)?|IVF(?P<n>[0-9]{1,12}),Flat"
+                      r"|(?:IVF(?P<pn>[0-9]{1,12}),)?PQ(?P<m>[0-9]{1,9})(?:x(?P<b>[0-9]{1,3}))?)")
+_GRAMMAR = ("Flat, HNSW<M> or HNSW<M>,Flat (2 ≤ M ≤ 256), IVF<n>,Flat (1 ≤ n ≤ the pool size), or PQ<m>, "
+            "PQ<m>x<b>, IVF<n>,PQ<m>[x<b>] (m divides the dimensions, 1 ≤ b ≤ 16, at least 2^b pool images)")
+
+
+def _check_factory(factory: str, dim: int, n: int) -> str:
+    """``factory`` if :func:`build_index` accepts it for ``n`` vectors of ``dim`` dimensions (the
+    subset its docstring lists), before FAISS sees it.
+
+    Raises:
+        TypeError: not a string. ValueError: outside the subset, or a parameter out of range for
+            ``dim`` and ``n`` (one line: what is accepted, or the parameter's range).
+    """
+    if not isinstance(factory, str):
+        raise TypeError(f"factory must be a FAISS index_factory string such as 'Flat' or 'HNSW32', "
+                        f"got {type(factory).__name__}")
+    m = _FACTORY.fullmatch(factory)
+    if m is None:
+        shown = factory if len(factory) <= 60 else factory[:57] + "..."
+        raise ValueError(f"unsupported FAISS factory {shown!r}: use {_GRAMMAR}")
+
+    def bad(what: str) -> ValueError:
+        return ValueError(f"FAISS factory {factory!r}: {what}")
+
+    if m["M"] is not None and not 2 <= int(m["M"]) <= 256:
+        raise bad(f"HNSW needs 2 ≤ M ≤ 256 links per node, got {int(m['M'])}; e.g. HNSW32")
+    lists = m["n"] if m["n"] is not None else m["pn"]
+    if lists is not None and not 1 <= int(lists) <= n:
+        raise bad(f"IVF needs 1 ≤ n ≤ {n:,} lists (k-means trains on the pool's {n:,} vectors), got {int(lists)}; "
+                  f"e.g. IVF{max(1, min(n, round(math.sqrt(n))))},Flat")
+    if m["m"] is not None:
+        codes, bits = int(m["m"]), 8 if m["b"] is None else int(m["b"])
+        if codes < 1 or dim % codes:
+            divisors = [c for c in range(1, min(dim, 64) + 1) if dim % c == 0]
+            raise bad(f"PQ needs m to divide the {dim:,} dimensions of the projection, got m={codes}; "
+                      f"e.g. {', '.join(str(c) for c in divisors[-4:])}")
+        if not 1 <= bits <= 16:
+            raise bad(f"PQ needs 1 ≤ b ≤ 16 bits per code, got {bits}; e.g. PQ{codes}x8")
+        if n < 2 ** bits:
+            fits = n.bit_length() - 1  # the most bits n training points allow
+            raise bad(f"PQ with {bits}-bit codes trains 2^{bits} = {2 ** bits:,} centroids, which needs at least "
+                      f"as many pool images, got {n:,}; use "
+                      + (f"fewer bits (PQ{codes}x{fits}) or Flat" if fits >= 1 else "Flat"))
+    return factory
+
+
+def _faiss_call(what: str, fn, *args):
+    """``fn(*args)``, a FAISS ``RuntimeError`` (a failed check in its C++) as a ``ValueError`` with its first line."""
+    try:
+        return fn(*args)
+    except RuntimeError as exc:
+        first = next((line.strip() for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
+        raise ValueError(f"FAISS refused the index ({what}): {first}") from exc
 
 
 def recall_at_k(approx: Neighbours, exact: Neighbours) -> float:

@@ -255,8 +255,9 @@ def run_neighbours(args: argparse.Namespace) -> dict:
             index = space.build_index(pool, dim=args.proj_dim, method=args.projection, oversample=args.oversample,
                                       memory_budget=budget)
             found = index.search(query, args.k, exclude_self=same)
-            method = (f"approximate: FAISS Flat over a {args.proj_dim}-d {args.projection} projection of the "
-                      f"embeddings, {args.k * args.oversample} candidates re-ranked exactly")
+            k_used, proj_dim = int(found.indices.shape[1]), index.projection.dim
+            method = (f"approximate: FAISS Flat over a {proj_dim}-d {args.projection} projection of the "
+                      f"embeddings, {min(k_used * args.oversample, len(pool))} candidates re-ranked exactly")
         else:
             bar = _Bar("neighbours", unit="tile")
             try:
@@ -273,6 +274,13 @@ def run_neighbours(args: argparse.Namespace) -> dict:
                        "skipped": {"queries": query.skipped[:20], "pool": pool.skipped[:20]}},
             "versions": _versions(pool),
         }
+        k_used = int(found.indices.shape[1])  # k capped at the pool size (less the self-match)
+        if k_used != args.k:
+            out["config"]["k_used"] = k_used
+        if args.approximate:
+            out["config"]["proj_dim"] = args.proj_dim
+            if proj_dim != args.proj_dim:  # capped at the embedding's width (PCA: at the sample's span)
+                out["config"]["proj_dim_used"] = proj_dim
         del pool, query, found
     return out
 
@@ -281,7 +289,7 @@ def print_neighbours(out: dict) -> None:
     from .cells import printable
 
     c = out["config"]
-    print(f"{c['metric']}: the {c['k']} nearest of {c['pool']} pool images for each of {c['queries']} queries"
+    print(f"{c['metric']}: the {c.get('k_used', c['k'])} nearest of {c['pool']} pool images for each of {c['queries']} queries"
           + (" (self-matches left out)" if c["exclude_self"] else "") + f"; {c['method']}")
     for q in out["queries"]:
         print(printable(q["query"]))  # a name's newline or escape sequence would forge rows or reach the terminal

@@ -612,7 +612,9 @@ def test_diversity_refuses_too_many_pairs_before_building_them(tmp_path, capsys)
     with pytest.raises(ValueError, match="all pairs are 10 pairs, more than the 5 scored without --sample"):
         check_pair_count(10, per_pair_seconds=1.0, sample=None, limit=5)
     check_pair_count(10, per_pair_seconds=1.0, sample=3, limit=5)
-    assert len(all_pairs(d, sample=7, max_pairs=5).pairs) == 7
+    assert len(all_pairs(d, sample=5, max_pairs=5).pairs) == 5  # a sample counts toward the bound
+    with pytest.raises(ValueError, match="--sample 7 takes 7 of the 101,025 pairs of 450 images"):
+        all_pairs(d, sample=7, max_pairs=5)
 
 
 def test_lanes_are_capped_at_the_cpu_count(six, monkeypatch):

@@ -184,31 +184,45 @@ def _unrank(k: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 MAX_ALL_PAIRS: int = 100_000
-"""The most pairs ``diversity`` scores one by one without ``--sample`` (:func:`check_pair_count`)."""
+"""The most pairs ``diversity`` scores one by one, all of them or a ``--sample`` (:func:`check_pair_count`)."""
 
 
 def check_pair_count(n_pairs: int, *, per_pair_seconds: float, sample: int | None,
                      limit: int = MAX_ALL_PAIRS, what: str = "pairs") -> None:
-    """Refuse to score more than ``limit`` pairs one by one unless a ``sample`` is drawn.
+    """Refuse to score more than ``limit`` pairs one by one: all ``n_pairs``, or ``min(sample,
+    n_pairs)`` when a ``sample`` is drawn (a sample of at least all pairs is all pairs).
 
     Args:
-        n_pairs: how many pairs the run would score.
+        n_pairs: how many pairs there are (all of them).
         per_pair_seconds: an estimate of one pair's cost, for the message.
         sample: the ``--sample`` size (``None``: all pairs).
         limit: the bound (default :data:`MAX_ALL_PAIRS`).
         what: how the message names the pairs (``"pairs of 3,000 images"``).
 
     Raises:
-        ValueError: ``n_pairs > limit`` and no ``sample``; the message states the count, the
-            estimated time and the way out (``--sample K``).
+        ValueError: more than ``limit`` pairs would be scored; the message states the count, the
+            estimated time and the way out (``--sample K`` with ``K ≤ limit``). A ``sample`` that
+            is not a positive integer.
     """
-    if sample is not None or n_pairs <= limit:
+    if sample is not None:
+        if not isinstance(sample, (int, np.integer)) or isinstance(sample, bool) or sample < 1:
+            raise ValueError(f"sample must be a positive integer, got {sample!r}")
+        scored = min(int(sample), n_pairs)
+    else:
+        scored = n_pairs
+    if scored <= limit:
         return
-    hours = n_pairs * per_pair_seconds / 3600
-    took = f"{hours:,.1f} hours" if hours >= 1 else f"{hours * 60:,.0f} minutes"
-    raise ValueError(f"all {what} are {n_pairs:,} pairs, more than the {limit:,} scored without --sample "
-                     f"(about {took} at ~{per_pair_seconds * 1000:.3g} ms a pair, before any result); "
-                     f"pass --sample K to score a seeded random sample of K pairs (e.g. --sample {limit})")
+    hours = scored * per_pair_seconds / 3600
+    minutes = round(hours * 60)
+    took = f"{hours:,.1f} hours" if hours >= 1 else f"{minutes:,} minute{'' if minutes == 1 else 's'}"
+    cost = f"(about {took} at ~{per_pair_seconds * 1000:.3g} ms a pair, before any result)"
+    if sample is None:
+        raise ValueError(f"all {what} are {n_pairs:,} pairs, more than the {limit:,} scored without --sample "
+                         f"{cost}; pass --sample K to score a seeded random sample of K pairs (e.g. --sample {limit})")
+    asked = (f"all {what} are {n_pairs:,} pairs, and --sample {int(sample):,} takes all of them"
+             if sample >= n_pairs else f"--sample {int(sample):,} takes {scored:,} of the {n_pairs:,} {what}")
+    raise ValueError(f"{asked}: more than the {limit:,} pairs scored one by one {cost}; pass --sample K with "
+                     f"K ≤ {limit:,} to score a seeded random sample of K pairs (e.g. --sample {limit})")
 
 
 def all_pairs(folder: str | os.PathLike[str], *, sample: int | None = None, seed: int = 0,
@@ -222,12 +236,13 @@ def all_pairs(folder: str | os.PathLike[str], *, sample: int | None = None, seed
         sample: keep ``sample`` pairs drawn without replacement (``numpy.random.default_rng(seed)``);
             ``None`` keeps all ``n (n − 1) / 2``.
         seed: the sample's seed (the same seed and folder give the same pairs).
-        max_pairs, per_pair_seconds: without ``sample``, refuse more than ``max_pairs`` pairs
-            (:func:`check_pair_count`), before any pair is built; ``None``: no bound.
+        max_pairs, per_pair_seconds: refuse to keep more than ``max_pairs`` pairs (all of them,
+            or ``min(sample, all)``: :func:`check_pair_count`), before any pair is built;
+            ``None``: no bound.
 
     Raises:
         ValueError: the folder is missing or unreadable, has fewer than two images, ``sample``
-            is not a positive integer, or too many pairs without ``sample``.
+            is not a positive integer, or more than ``max_pairs`` pairs to keep.
     """
     root = _check_dir(folder, "folder")
     files, other = _walk(root)
