@@ -860,7 +860,8 @@ def _load_arrays(root: Path, manifest_file: Path, m: dict) -> tuple[np.ndarray, 
             raise ValueError(f"{where}: its SHA-256 is not the one its manifest records (the file was changed)")
         if not np.allclose(stored, norms, rtol=1e-9, atol=1e-12):
             bad = int(np.nonzero(~np.isclose(stored, norms, rtol=1e-9, atol=1e-12))[0][0])
-            raise ValueError(f"{norms_file}: norm {bad} is {stored[bad]!r}, but ‖φ‖² of its row is {norms[bad]!r}")
+            raise ValueError(f"{norms_file}: norm {bad} is {float(stored[bad])!r}, but ‖φ‖² of its row is "
+                             f"{float(norms[bad])!r}")
         first: dict[str, bytes] = {}
         for i, rec in enumerate(m["files"]):
             if first.setdefault(rec["content"], row_digest[i]) != row_digest[i]:
