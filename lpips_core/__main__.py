@@ -19,7 +19,7 @@ import json
 import sys
 from typing import Sequence
 
-from .cells import printable
+from .cells import one_line, printable
 from .conventions import CONVENTIONS, RESIZE_METHODS
 from .images import DEFAULT_MAX_SIDE
 from .metric_registry import METRICS, NET_LABELS
@@ -33,7 +33,7 @@ class _OneLineParser(argparse.ArgumentParser):
     """An ``ArgumentParser`` whose usage errors are one line, ``error: ...``, exit status 2."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        self.exit(2, f"error: {printable(message.strip(), backslash=False)} (see {self.prog} --help)\n")
+        self.exit(2, f"error: {one_line(message)} (see {self.prog} --help)\n")
 
 
 def _parse_size(text: str) -> int | tuple[int, int]:
@@ -103,8 +103,8 @@ def _read(path: str):
 
 
 def _fail(message: str) -> int:
-    """One ``error: ...`` line on stderr, a file name in it shown by :func:`~lpips_core.cells.printable`; 2."""
-    print("error: " + printable(message.strip(), backslash=False), file=sys.stderr)
+    """One ``error: ...`` line on stderr (:func:`~lpips_core.cells.one_line`); returns 2."""
+    print("error: " + one_line(message), file=sys.stderr)
     return 2
 
 

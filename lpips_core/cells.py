@@ -30,7 +30,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-__all__ = ["FORMULA_STARTS", "display_name", "escape_name", "frame_to_csv", "neutralise", "printable", "restore",
+__all__ = ["FORMULA_STARTS", "display_name", "escape_name", "frame_to_csv", "neutralise", "one_line", "printable", "restore",
            "unescape_name"]
 
 FORMULA_STARTS: tuple[str, ...] = ("=", "+", "-", "@", "\t", "\r")
@@ -113,6 +113,13 @@ def printable(text: str, *, backslash: bool = True) -> str:
     if backslash:
         return _UNPRINTABLE.sub(_printable_one, text)
     return _UNPRINTABLE.sub(lambda m: m.group(0) if m.group(0) == "\\" else _printable_one(m), text)
+
+
+def one_line(message: str) -> str:
+    """An error message as one terminal line: runs of whitespace (newlines, tabs) become one space,
+    as a wrapped exception text reads, and every other control character is shown escaped by
+    :func:`printable` (``\\x1b``), backslashes kept (names in messages are quoted already)."""
+    return printable(" ".join(str(message).split()), backslash=False)
 
 
 def display_name(name: str) -> str:

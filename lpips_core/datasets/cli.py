@@ -25,7 +25,7 @@ import json
 import sys
 from pathlib import Path
 
-from ..cells import printable
+from ..cells import one_line, printable
 from ..conventions import CONVENTIONS
 from ..images import DEFAULT_MAX_SIDE
 from ..metric_registry import NET_LABELS
@@ -206,9 +206,9 @@ def _space_diversity(args):
 
 # --------------------------------------------------------------------------- running
 def _fail(message: str) -> int:
-    """One ``error: ...`` line on stderr (:func:`~lpips_core.cells.printable`: a file name in the message
-    shows its newlines and escape sequences escaped); returns 2."""
-    print("error: " + printable(str(message).strip(), backslash=False), file=sys.stderr)
+    """One ``error: ...`` line on stderr (:func:`~lpips_core.cells.one_line`: whitespace runs as one
+    space, escape sequences in a file name shown escaped); returns 2."""
+    print("error: " + one_line(message), file=sys.stderr)
     return 2
 
 
