@@ -1,5 +1,5 @@
 """Command line: ``python -m lpips_core compare A B [options]`` (and ``score``, ``diversity``, ``explain``,
-``merge``, ``neighbours``, ``embed``).
+``merge``, ``neighbours``, ``embed``, ``score-2afc``, ``fit-lin``).
 
 Images are read as 8-bit RGB and scaled ``x / 255`` before the range convention applies.
 Errors (missing file, unreadable image, size mismatch, missing weights) exit with status 2 and
@@ -92,6 +92,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .space_cli import add_parsers as add_space_parsers  # neighbours, embed
 
     add_space_parsers(sub)
+    from .twoafc_cli import add_parsers as add_twoafc_parsers  # score-2afc, fit-lin
+
+    add_twoafc_parsers(sub)
     return parser
 
 
@@ -175,6 +178,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     if args.command in space_cli.SPACE_COMMANDS:
         return space_cli.run(args)
+    from . import twoafc_cli
+
+    if args.command in twoafc_cli.TWOAFC_COMMANDS:
+        return twoafc_cli.run(args)
     from .images import check_file
     from .weights import WeightsUnavailable
 

@@ -17,6 +17,7 @@ both inputs (use it as a loss, as the reference's forward); ``features``, ``refe
 
 from __future__ import annotations
 
+import os
 from typing import Literal, Sequence
 
 import numpy as np
@@ -445,6 +446,17 @@ class LPIPSBase(LearnedMetric):
         return self._terms(fr.maps, taps, raw_y=True, spatial=spatial, size=size)
 
 
+def _lin(net: str, version: str, lin: bool, lin_path) -> list[torch.Tensor] | None:
+    """The channel weights :class:`LPIPS` uses: a given file's, the released ``version``'s, or none."""
+    if lin_path is None:
+        return lin_weights(net, version) if lin else None
+    if not lin:
+        raise ValueError("lin_path gives lin weights: it needs lin=True")
+    from .weights import lin_weights_file
+
+    return lin_weights_file(lin_path, net)
+
+
 class LPIPS(LPIPSBase):
     """Exact LPIPS (reference ``lpips`` 0.1.4) on torchvision backbones; frozen, eval mode.
 
@@ -456,6 +468,9 @@ class LPIPS(LPIPSBase):
         device: ``None`` = auto (CUDA, then MPS, then CPU), or a torch device.
         backbone_state_dict: inject ``features`` weights (torchvision layout) instead of
             resolving them (tests, experiments); ``weights`` then reads ``"injected"``.
+        lin_path: a lin weights file of the reference's layout (e.g. fitted by ``python -m
+            lpips_core fit-lin``) used instead of the released ``version`` weights; ``lin_file``
+            then names it. Needs ``lin=True``.
 
     Attributes:
         weights: where the backbone weights came from (see :mod:`lpips_core.weights`).
@@ -481,6 +496,7 @@ class LPIPS(LPIPSBase):
         device: torch.device | str | None = None,
         *,
         backbone_state_dict: dict[str, torch.Tensor] | None = None,
+        lin_path: str | os.PathLike | None = None,
     ):
         if net not in NETS:
             raise ValueError(f"net must be one of {NETS}, got {net!r}")
@@ -496,6 +512,7 @@ class LPIPS(LPIPSBase):
             source = "injected"
         super().__init__(
             net=net, version=version, backbone=Backbone(net, backbone_state_dict), layer_names=LAYER_NAMES[net],
-            channels=CHANNELS[net], lin=lin_weights(net, version) if lin else None, weights=source, device=device,
+            channels=CHANNELS[net], lin=_lin(net, version, lin, lin_path), weights=source, device=device,
             scaling=version == "0.1",
         )
+        self.lin_file = None if lin_path is None else os.fspath(lin_path)

@@ -86,6 +86,7 @@ __all__ = [
     "cache_dir",
     "expected_checkpoint",
     "lin_weights",
+    "lin_weights_file",
     "load_backbone_weights",
     "load_torch_file",
     "safe_load_numpy_pickle",
@@ -672,6 +673,35 @@ def _lpips_package_dir() -> Path:
     if spec is None or not spec.submodule_search_locations:
         raise WeightsUnavailable("lin", "The reference 'lpips' package is not installed: pip install lpips==0.1.4")
     return Path(list(spec.submodule_search_locations)[0])
+
+
+def lin_weights_file(path: str | os.PathLike, net: str) -> list[torch.Tensor]:
+    """Lin weights of ``net`` from a file of the reference's layout (``lin{i}.model.1.weight``,
+    ``(1, C_l, 1, 1)``; what :func:`lpips_core.twoafc.save_lin` writes, and the released files),
+    read through the one reader, as ``[(C_l,), …]``.
+
+    Raises:
+        WeightsUnavailable: unreadable, another network's layout, or a weight negative or not
+            finite (LPIPS's channel weights are non-negative), in one line naming the file.
+    """
+    from .backbones import CHANNELS
+
+    _check_net(net)
+    fix = f"Fit it again (python -m lpips_core fit-lin … --net {net}) or give a lin file of the {net} backbone"
+    sd = load_torch_file(path, what="lin weights file", fix=fix, net=net)
+    keys = sorted((k for k in sd if re.fullmatch(r"lin\d+(\.model\.1)?\.weight", k)),
+                  key=lambda k: int(k[3:].split(".")[0]))
+    want = CHANNELS[net]
+    got = [tuple(sd[k].shape) for k in keys]
+    if len(keys) != len(want) or any(int(np.prod(g)) != c for g, c in zip(got, want)):
+        raise WeightsUnavailable(net, f"The lin weights file {path} holds layers of {[int(np.prod(g)) for g in got]} "
+                                      f"channels; {net} has {list(want)}. {fix}")
+    out = [sd[k].reshape(-1).float().clone() for k in keys]
+    for i, w in enumerate(out):
+        if not bool(torch.isfinite(w).all()) or bool((w < 0).any()):
+            raise WeightsUnavailable(net, f"The lin weights file {path} has negative or non-finite weights in layer "
+                                          f"{i}: LPIPS's channel weights are ≥ 0. {fix}")
+    return out
 
 
 def lin_weights(net: str, version: str) -> list[torch.Tensor]:
