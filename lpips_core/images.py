@@ -624,16 +624,8 @@ def read_image_file(path: str | os.PathLike[str]) -> bytes:
     name = os.fsdecode(path)
     try:
         return files.read_bytes(path, max_bytes=MAX_FILE_BYTES)
-    except files.UnsafeFile as exc:
-        raise _refusal(exc, name) from None
-    except FileNotFoundError as exc:
-        raise ImageLoadError(f"No such file: '{name}'. Check the path.") from exc
-    except IsADirectoryError as exc:
-        raise ImageLoadError(f"'{name}' is a directory, not an image file. Give the path of a file.") from exc
-    except PermissionError as exc:
-        raise ImageLoadError(f"Permission denied reading '{name}'. Check the file's permissions.") from exc
-    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
-        raise ImageLoadError(f"Could not read '{name}': {exc}.") from exc
+    except (files.UnsafeFile, OSError, ValueError) as exc:
+        raise _path_error(exc, name) from exc
 
 
 def check_file(path: str | os.PathLike[str]) -> None:
@@ -650,14 +642,21 @@ def check_file(path: str | os.PathLike[str]) -> None:
     name = os.fsdecode(path)
     try:
         files.check_regular(path, max_bytes=MAX_FILE_BYTES)
-    except files.UnsafeFile as exc:
-        raise _refusal(exc, name) from None
-    except FileNotFoundError as exc:
-        raise ImageLoadError(f"No such file: '{name}'. Check the path.") from exc
-    except PermissionError as exc:
-        raise ImageLoadError(f"Permission denied reading '{name}'. Check the file's permissions.") from exc
-    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
-        raise ImageLoadError(f"Could not read '{name}': {exc}.") from exc
+    except (files.UnsafeFile, OSError, ValueError) as exc:
+        raise _path_error(exc, name) from exc
+
+
+def _path_error(exc: BaseException, name: str) -> ImageLoadError:
+    """What the reader's refusal or an ``OSError`` on an image path says to the user."""
+    if isinstance(exc, files.UnsafeFile):
+        return _refusal(exc, name)
+    if isinstance(exc, FileNotFoundError):
+        return ImageLoadError(f"No such file: '{name}'. Check the path.")
+    if isinstance(exc, IsADirectoryError):
+        return ImageLoadError(f"'{name}' is a directory, not an image file. Give the path of a file.")
+    if isinstance(exc, PermissionError):
+        return ImageLoadError(f"Permission denied reading '{name}'. Check the file's permissions.")
+    return ImageLoadError(f"Could not read '{name}': {exc}.")  # OSError, or ValueError: a NUL byte in the path
 
 
 def _refusal(exc: "files.UnsafeFile", name: str) -> ImageLoadError:

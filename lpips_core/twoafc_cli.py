@@ -14,21 +14,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
+
+from .datasets.cli import _positive
 
 __all__ = ["TWOAFC_COMMANDS", "add_parsers", "run"]
 
 TWOAFC_COMMANDS: tuple[str, ...] = ("score-2afc", "fit-lin")
-
-
-def _positive(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        v = 0
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return v
 
 
 def _strength(text: str) -> float:
@@ -196,7 +187,7 @@ def print_fit(out: dict) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Execute ``score-2afc`` or ``fit-lin``; 0, or 2 after one ``error: ...`` line on stderr."""
-    from .cells import one_line
+    from .datasets.cli import _fail
     from .weights import WeightsUnavailable
 
     try:
@@ -206,14 +197,11 @@ def run(args: argparse.Namespace) -> int:
             out, printer = run_fit(args), print_fit
         text = json.dumps(out) if args.json else None
     except (ValueError, OSError, WeightsUnavailable, TypeError) as exc:
-        print("error: " + one_line(str(exc)), file=sys.stderr)
-        return 2
+        return _fail(str(exc))
     except KeyboardInterrupt:
-        print("error: interrupted", file=sys.stderr)
-        return 2
+        return _fail("interrupted")
     except Exception as exc:  # noqa: BLE001 - never a traceback
-        print("error: " + one_line(f"unexpected {type(exc).__name__}: {exc}"), file=sys.stderr)
-        return 2
+        return _fail(f"unexpected {type(exc).__name__}: {exc}")
     if text is not None:
         print(text)
     else:
