@@ -60,6 +60,7 @@ __all__ = [
     "cross_validate",
     "fit_lin",
     "human_ceiling_scores",
+    "lin_bytes",
     "read_bapps",
     "save_lin",
     "two_afc_scores",
@@ -428,11 +429,17 @@ def cross_validate(t0: np.ndarray, t1: np.ndarray, h, sizes: Sequence[int], *, p
 
 
 # --------------------------------------------------------------------------- files
-def save_lin(path: str | os.PathLike[str], weights: Sequence[np.ndarray], *, overwrite: bool = False) -> None:
-    """Save lin weights in the reference's layout (``lin{i}.model.1.weight`` ``(1, C, 1, 1)``
-    float32), through the one writer (a taken name, a link or a FIFO is refused)."""
+def lin_bytes(weights: Sequence[np.ndarray]) -> bytes:
+    """Lin weights as the bytes of a file in the reference's layout (``lin{i}.model.1.weight``
+    ``(1, C, 1, 1)`` float32; ``torch.save``)."""
     sd = {f"lin{i}.model.1.weight": torch.from_numpy(np.asarray(w, dtype=np.float32).reshape(1, -1, 1, 1).copy())
           for i, w in enumerate(weights)}
     buf = io.BytesIO()
     torch.save(sd, buf)
-    files.write_bytes(path, buf.getvalue(), overwrite=overwrite)
+    return buf.getvalue()
+
+
+def save_lin(path: str | os.PathLike[str], weights: Sequence[np.ndarray], *, overwrite: bool = False) -> None:
+    """Save :func:`lin_bytes` to ``path`` through the one writer (a taken name, a link or a FIFO
+    is refused)."""
+    files.write_bytes(path, lin_bytes(weights), overwrite=overwrite)
