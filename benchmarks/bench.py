@@ -35,6 +35,17 @@ Cases (same inputs, same device, same backbone weights for both):
   images' backbone passes. ``neighbours-alex-256``: each image's 5 nearest others in the same set
   (the same 1,128 reference forwards, then sorting; ours :func:`lpips_core.space.nearest`).
   ``--only allpairs`` runs these two.
+- ``grad-{net}-256``: a training step: forward and backward of a batch of 4 pairs of 256 px
+  (seeded crops and distortions, as in the ``batch`` case), only ``x`` requiring grad (a loss against fixed targets), the
+  distances summed. Reference: ``ref(x, y).sum().backward()``; ours: ``model(x, y,
+  reduction="sum").backward()``; beside them torchmetrics' and piq's LPIPS where installed
+  (holding the same weights; ``peers`` in the results, in seconds, and ``notes`` when one is
+  missing or cannot run here). Floor: the backbone's forward and backward (to its input) over the
+  four ``x`` with the gradient path's contiguous weights, and its forward over the four targets
+  without a graph, inputs scaled beforehand. Gradients are checked too (1e-6).
+  ``grad-alex-256-compiled``: the same step through ``torch.compile`` (inductor), ours and the
+  reference compiled the same way, after the warm-up that compiles them; the floor stays eager.
+  Where compiling is impossible (no C++ compiler) the case is skipped with the reason (``notes``).
 - floor (every case): the bare backbone forward passes the path must do for the same images —
   the torchvision ``features`` stack alone, on already prepared and scaled inputs, batched as our
   path batches them (``LPIPS.images_per_batch``). No LPIPS implementation can beat it.
@@ -56,7 +67,7 @@ import statistics
 import sys
 import threading
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -93,6 +104,8 @@ class Case:
     reference_peak_mb: float
     ours_peak_mb: float
     floor_peak_mb: float
+    #: other packages' median seconds on the same work (``grad-*`` cases: torchmetrics, piq)
+    peers: dict = field(default_factory=dict)
 
 
 # --------------------------------------------------------------------------- measuring
@@ -317,17 +330,140 @@ def grid_case(net, ours_by_version, refs, device, repeat) -> Case:
 BATCH_PAIRS = 16
 
 
-def batch_case(net, ours, ref, device, repeat, side: int = 256, n: int = BATCH_PAIRS) -> Case:
-    """``n`` pairs of ``side`` px in one call: seeded crops of the photo at 2 × ``side`` against
-    the 16 distortions, one each. Reference: its batched call ``ref(x, y)`` (each side one backbone
-    batch of ``n``); ours: ``LPIPS.forward`` (batches of the size :mod:`lpips_core.batching`
-    measured fastest on this host, both sides of a pair in one batch)."""
+def batch_pairs(n: int = BATCH_PAIRS, side: int = 256, device="cpu") -> tuple[torch.Tensor, torch.Tensor]:
+    """``n`` pairs of ``side`` px in ``[-1, 1]``: seeded crops of the photo at 2 × ``side`` against
+    the 16 distortions, one each."""
     big = photo(2 * side)
     rng = np.random.default_rng(1)
     crops = [np.ascontiguousarray(big[t:t + side, l:l + side]) for t, l in rng.integers(0, side, size=(n, 2))]
     x = torch.cat([to_input(c) for c in crops]).to(device)
     y = torch.cat([to_input(distortions16(c)[i % 16]) for i, c in enumerate(crops)]).to(device)
+    return x, y
+
+
+def batch_case(net, ours, ref, device, repeat, side: int = 256, n: int = BATCH_PAIRS) -> Case:
+    """``n`` pairs of ``side`` px in one call (:func:`batch_pairs`). Reference: its batched call
+    ``ref(x, y)`` (each side one backbone batch of ``n``); ours: ``LPIPS.forward`` (batches of the
+    size :mod:`lpips_core.batching` measured fastest on this host, both sides of a pair in one batch)."""
+    x, y = batch_pairs(n, side, device)
     return _forward_case(f"batch-{net}-{side}", x, y, ours, ref, device, repeat)
+
+
+GRAD_PAIRS = 4
+GRAD_TOL = 1e-6
+
+
+def _train_step(loss: Callable, x: torch.Tensor, y: torch.Tensor) -> Callable[[], tuple[torch.Tensor, torch.Tensor]]:
+    """One training step of ``loss(x, y) → 0-d``: ``x`` (a fresh leaf) requires grad, ``y`` does not;
+    returns ``(loss, x.grad)``."""
+    def run():
+        xg = x.clone().requires_grad_()
+        value = loss(xg, y)
+        value.backward()
+        return value.detach(), xg.grad
+    return run
+
+
+def _hold_backbone(lpips_like, net: str) -> None:
+    """Give an ``lpips``-style module (``.net.sliceK.<features index>``) our backbone weights, as
+    :func:`lpips_core.testing.reference_lpips` gives the reference's."""
+    from lpips_core.weights import load_backbone_weights
+
+    sd = load_backbone_weights(net).state_dict
+    own = {}
+    for name, module in lpips_like.net.named_modules():
+        parts = name.split(".")
+        if len(parts) == 2 and parts[0].startswith("slice"):
+            for pname, _ in module.named_parameters(recurse=True):
+                own[f"{name}.{pname}"] = sd[f"{parts[1]}.{pname}"]
+    lpips_like.net.load_state_dict(own, strict=True)
+
+
+def peer_losses(net: str, device) -> tuple[dict[str, Callable], dict[str, str]]:
+    """The other packages' LPIPS as a summed loss on ``[-1, 1]`` inputs, where installed, holding
+    our backbone weights: torchmetrics' ``_LPIPS`` (the reference's code, its own lin files) and
+    piq's ``LPIPS`` (VGG16 only; its weights come from a download). Returns ``(losses, notes)``:
+    a note says why a package is missing or cannot run here."""
+    import importlib.util
+
+    losses, notes = {}, {}
+    if importlib.util.find_spec("torchmetrics") is None:
+        notes["torchmetrics"] = "not installed"
+    else:
+        try:
+            from torchmetrics.functional.image.lpips import _LPIPS
+
+            tm = _LPIPS(pretrained=True, net=net, pnet_rand=True).eval().to(device)
+            _hold_backbone(tm, net)
+            tm.requires_grad_(False)
+            losses["torchmetrics"] = lambda a, b: tm(a, b).sum()
+        except Exception as exc:  # noqa: BLE001 - a peer that cannot run is reported, not fatal
+            notes["torchmetrics"] = f"cannot run here: {type(exc).__name__}: {exc}"[:300]
+    if importlib.util.find_spec("piq") is None:
+        notes["piq"] = "not installed"
+    elif net != "vgg":
+        notes["piq"] = "its LPIPS is VGG16 only"
+    else:
+        try:
+            import piq
+
+            pq = piq.LPIPS(reduction="sum").to(device)
+            losses["piq"] = lambda a, b: pq((a + 1) / 2, (b + 1) / 2)  # piq takes [0, 1] images
+        except Exception as exc:  # noqa: BLE001
+            notes["piq"] = f"cannot run here: {type(exc).__name__}: {exc}"[:300]
+    return losses, notes
+
+
+def grad_case(net, ours, ref, device, repeat, *, compiled: bool = False, notes: dict | None = None) -> Case | None:
+    """``grad-{net}-256`` (``-compiled``): forward + backward of :data:`GRAD_PAIRS` pairs of 256 px,
+    only ``x`` requiring grad (see the module docstring). Values within :data:`TOL` and gradients
+    within :data:`GRAD_TOL` of the reference's before timing; a peer that disagrees is not timed.
+    With ``compiled``, returns ``None`` (and says why in ``notes``) where ``torch.compile`` fails."""
+    name = f"grad-{net}-256" + ("-compiled" if compiled else "")
+    notes = {} if notes is None else notes
+    x, y = batch_pairs(GRAD_PAIRS, 256, device)
+
+    def ref_loss(a, b):
+        return ref(a, b).sum()
+
+    def ours_loss(a, b):
+        return ours(a, b, reduction="sum")
+
+    peers: dict[str, Callable] = {}
+    if compiled:
+        import torch._dynamo as dynamo
+
+        dynamo.reset()
+        ref_loss, ours_loss = torch.compile(ref_loss), torch.compile(ours_loss)
+    else:
+        peers, why = peer_losses(net, device)
+        notes.update({f"{name} {k}": v for k, v in why.items()})
+    run_ref, run_ours = _train_step(ref_loss, x, y), _train_step(ours_loss, x, y)
+    try:
+        (rv, rg), (ov, og) = run_ref(), run_ours()  # compiles, when compiled
+    except Exception as exc:  # noqa: BLE001 - no C++ compiler, an unsupported platform
+        if not compiled:
+            raise
+        notes[name] = f"skipped: torch.compile failed here: {type(exc).__name__}: {str(exc)[:300]}"
+        return None
+    diff, gdiff = float((ov - rv).abs()), float((og - rg).abs().max())
+    if not gdiff <= GRAD_TOL:
+        raise SystemExit(f"{name}: our gradient and the reference's differ by {gdiff:.2e} > {GRAD_TOL:g}; not timing")
+    for peer, loss in list(peers.items()):
+        pv, pg = _train_step(loss, x, y)()
+        if not (float((pv - rv).abs()) <= TOL and float((pg - rg).abs().max()) <= GRAD_TOL):
+            notes[f"{name} {peer}"] = "disagrees with the reference beyond 1e-5 / 1e-6: not timed"
+            del peers[peer]
+    x_in, y_in = (x - ours.shift) / ours.scale, (y - ours.shift) / ours.scale
+
+    def run_floor():
+        xg = x_in.clone().requires_grad_()
+        sum(t.sum() for t in ours.backbone(xg)).backward()
+        with torch.no_grad():
+            ours.backbone(y_in)
+
+    return _case(name, max(diff, gdiff), run_ref, run_ours, run_floor, device, repeat,
+                 peers={k: _train_step(v, x, y) for k, v in peers.items()})
 
 
 DATASET_PAIRS = 128
@@ -500,12 +636,15 @@ def neighbours_case(ours, ref, device, repeat, folder: Path, k: int = 5) -> Case
     return _case("neighbours-alex-256", diff, run_ref, run_ours, _space_floor(ours, folder, device), device, repeat)
 
 
-def _case(name, diff, run_ref, run_ours, run_floor, device, repeat) -> Case:
+def _case(name, diff, run_ref, run_ours, run_floor, device, repeat, peers: dict | None = None) -> Case:
+    """Time a case whose numbers agree; ``peers`` (name → run) are timed in the same rounds."""
     if not diff <= TOL:
         raise SystemExit(f"{name}: ours and the reference differ by {diff:.2e} > {TOL:g}; not timing")
-    m = measure({"reference": run_ref, "ours": run_ours, "floor": run_floor}, device, repeat)
+    peers = peers or {}
+    m = measure({"reference": run_ref, "ours": run_ours, "floor": run_floor, **peers}, device, repeat)
     (ref_s, ref_mb), (ours_s, ours_mb), (floor_s, floor_mb) = m["reference"], m["ours"], m["floor"]
-    return Case(name, ref_s, ours_s, floor_s, ref_s / ours_s, ours_s / floor_s, diff, ref_mb, ours_mb, floor_mb)
+    return Case(name, ref_s, ours_s, floor_s, ref_s / ours_s, ours_s / floor_s, diff, ref_mb, ours_mb, floor_mb,
+                {k: m[k][0] for k in peers})
 
 
 # --------------------------------------------------------------------------- main
@@ -527,6 +666,7 @@ def main(argv=None) -> int:
         return not wanted or name.startswith(wanted)
 
     cases: list[Case] = []
+    notes: dict[str, str] = {}  # case (and peer) → why it was skipped or not timed
     nets = args.nets.split(",")
     # The dataset cases run first: their lanes are forked from this process and use NNPACK on one
     # thread, which they cannot once this process has made NNPACK's pool for two threads (its first
@@ -572,6 +712,17 @@ def main(argv=None) -> int:
         if want(f"grid-{net}"):
             cases.append(grid_case(net, ours, refs, device, max(1, repeat // 2) if net == "vgg" else repeat))
             _progress(cases[-1])
+        if want(f"grad-{net}-256"):
+            r = max(1, repeat // 3) if net == "vgg" else repeat
+            for compiled in (False, True) if net == "alex" else (False,):
+                if compiled and not want("grad-alex-256-compiled"):
+                    continue
+                case = grad_case(net, ours["0.1"], refs[("0.1", True)], device, r, compiled=compiled, notes=notes)
+                if case is None:
+                    print(f"  grad-{net}-256-compiled: {notes[f'grad-{net}-256-compiled']}", file=sys.stderr, flush=True)
+                    continue
+                cases.append(case)
+                _progress(cases[-1])
 
     result = {
         "device": str(device) if device.type != "cuda" else f"cuda ({torch.cuda.get_device_name(device)})",
@@ -580,6 +731,7 @@ def main(argv=None) -> int:
         "repeat": repeat,
         "machine": machine_info(),
         "cases": [asdict(c) for c in cases],
+        "notes": notes,
     }
     if args.json:
         print(json.dumps(result))
@@ -589,13 +741,18 @@ def main(argv=None) -> int:
         for c in cases:
             print(f"{c.name:<22}{c.reference_s:>12.4f}{c.ours_s:>10.4f}{c.floor_s:>10.4f}{c.speedup:>9.2f}"
                   f"{c.over_floor:>8.2f}{c.max_abs_diff:>10.1e}{c.reference_peak_mb:>8.0f}/{c.ours_peak_mb:<6.0f}")
+            for peer, sec in c.peers.items():
+                print(f"{'  ' + peer:<22}{sec:>12.4f}  (ours / {peer}: {c.ours_s / sec:.2f})")
+        for what, why in notes.items():
+            print(f"note: {what}: {why}")
     return 0
 
 
 def _progress(case: Case) -> None:
     """Each case's times on stderr as it finishes (also with ``--json``: a run cut short by a time
     limit still leaves what it measured)."""
-    print(f"  {case.name}: reference {case.reference_s:.4f}s, ours {case.ours_s:.4f}s, floor {case.floor_s:.4f}s",
+    peers = "".join(f", {k} {v:.4f}s" for k, v in case.peers.items())
+    print(f"  {case.name}: reference {case.reference_s:.4f}s, ours {case.ours_s:.4f}s, floor {case.floor_s:.4f}s{peers}",
           file=sys.stderr, flush=True)
 
 

@@ -30,7 +30,7 @@ from torch import nn
 from . import environment
 
 __all__ = ["Backbone", "CHANNELS", "FIRST_STRIDE", "LAYER_NAMES", "TAPS", "contiguous_stack", "layers_for", "nnpack_conv",
-           "between_layers", "nnpack_pool", "run_layers"]
+           "between_layers", "nnpack_pool", "run_layers", "without_nnpack"]
 
 TAPS: dict[str, tuple[int, ...]] = {
     "alex": (1, 4, 7, 9, 11),
@@ -130,6 +130,8 @@ def layers_for(owner: nn.Module, x: torch.Tensor) -> nn.Sequential:
 #: Whether :func:`run_layers` may use NNPACK at all (environment ``LPIPS_EXPLORER_NNPACK=0`` turns
 #: it off; tests switch it per call).
 USE_NNPACK: bool = environment.nnpack()
+#: Whether ``torch.compile`` is tracing (see :func:`_traced_layers`).
+_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", lambda: False)
 #: the smallest map side (of a convolution's input) that goes to NNPACK, see :func:`_nnpack_layer`
 NNPACK_MIN_SIDE = 24
 #: the most torch threads NNPACK is used with (1 and 2 measured; above, oneDNN stays)
@@ -214,7 +216,7 @@ def nnpack_conv(x: torch.Tensor) -> bool:
     no threads, so lanes forked after it keep NNPACK.
     """
     if not (USE_NNPACK and x.device.type == "cpu" and x.dtype == torch.float32
-            and not (torch.is_grad_enabled() and x.requires_grad)):
+            and not (torch.is_grad_enabled() and x.requires_grad) and not getattr(_NO_NNPACK, "on", False)):
         return False
     threads = torch.get_num_threads()
     if threads > NNPACK_MAX_THREADS or not _nnpack_ready():
@@ -261,6 +263,20 @@ def _max_pool_nchw(x: torch.Tensor, layer: nn.MaxPool2d) -> torch.Tensor | None:
 
 
 _HOOKS = threading.local()
+_NO_NNPACK = threading.local()
+
+
+@contextlib.contextmanager
+def without_nnpack() -> Iterator[None]:
+    """Inside the block, this thread's passes keep oneDNN (:func:`nnpack_conv` says no): for
+    features whose few-ulp differences a caller cannot afford (DISTS's fixed target, see
+    :meth:`lpips_core.dists.DISTS._fixed_maps`). Blocks nest; other threads are not affected."""
+    before = getattr(_NO_NNPACK, "on", False)
+    _NO_NNPACK.on = True
+    try:
+        yield
+    finally:
+        _NO_NNPACK.on = before
 
 
 @contextlib.contextmanager
@@ -292,6 +308,8 @@ def run_layers(owner: nn.Module, x: torch.Tensor, taps, last: int | None = None)
     Distances stay within 1e-7 of the oneDNN path (tested against the reference package). If
     NNPACK raises, it is not used again in this process and the layer runs as usual.
     """
+    if _compiling():
+        return _traced_layers(owner, x, taps, last)
     out = []
     hook = getattr(_HOOKS, "hook", None)
     fast = nnpack_conv(x)
@@ -307,6 +325,26 @@ def run_layers(owner: nn.Module, x: torch.Tensor, taps, last: int | None = None)
         x = layer(x) if y is None else y
         if hook is not None:
             hook()
+        if i in taps:
+            out.append(x)
+        if i == last:
+            break
+    return out
+
+
+def _traced_layers(owner: nn.Module, x: torch.Tensor, taps, last: int | None = None) -> list[torch.Tensor]:
+    """:func:`run_layers` as ``torch.compile`` traces it, in one graph: ``owner.features`` layer by
+    layer, without NNPACK, the between-layers hook or the cached contiguous copy (each reads
+    Python-side state: a storage pointer, a thread-local, NNPACK's pool). A pass a gradient will
+    flow through convolves with its channels-last weights made contiguous inside the graph, the
+    arithmetic :func:`layers_for`'s copy gives in eager mode (and the reference package's)."""
+    contiguous = torch.is_grad_enabled() and x.requires_grad
+    out = []
+    for i, layer in enumerate(owner.features):
+        if contiguous and isinstance(layer, nn.Conv2d):
+            x = layer._conv_forward(x, layer.weight.contiguous(), layer.bias)
+        else:
+            x = layer(x)
         if i in taps:
             out.append(x)
         if i == last:

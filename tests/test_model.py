@@ -266,15 +266,20 @@ def test_cpu_weights_are_channels_last_and_the_gradient_path_runs_a_contiguous_c
     np.testing.assert_allclose(model(x, y).numpy(), plain(x, y).numpy(), atol=1e-6, rtol=0)  # measured 1.8e-7
 
     keys = set(model.state_dict())
-    xg = x.clone().requires_grad_()
-    model(xg, y).sum().backward()
+    xg, yg = x.clone().requires_grad_(), y.clone().requires_grad_()
+    model(xg, yg).sum().backward()
     twin = model.backbone.__dict__["_contiguous_features"]
     assert all(p.is_contiguous() for p in twin.parameters())
     assert set(model.state_dict()) == keys  # not registered
-    xp = x.clone().requires_grad_()
-    plain(xp, y).sum().backward()
-    np.testing.assert_array_equal(xg.grad.numpy(), xp.grad.numpy())  # the same layout, the same arithmetic
-    model(x.clone().requires_grad_(), y).sum().backward()
+    xp, yp = x.clone().requires_grad_(), y.clone().requires_grad_()
+    plain(xp, yp).sum().backward()
+    for g, p in ((xg, xp), (yg, yp)):  # the same layout, the same arithmetic
+        np.testing.assert_array_equal(g.grad.numpy(), p.grad.numpy())
+    # a fixed target runs the fast (channels-last) path without a graph: the gradient moves by ~1e-9
+    xf, xq = x.clone().requires_grad_(), x.clone().requires_grad_()
+    model(xf, y).sum().backward()
+    plain(xq, y).sum().backward()
+    np.testing.assert_allclose(xf.grad.numpy(), xq.grad.numpy(), atol=1e-8, rtol=0)
     assert model.backbone.__dict__["_contiguous_features"] is twin  # made once
 
 

@@ -88,7 +88,7 @@ def test_lpips_on_one_thread_uses_nnpack_and_equals_the_reference(golden, one_th
 
 def test_nnpack_only_for_the_pools_thread_count_and_float32_inference(golden, calls):
     """Two threads (this process's pool is for one), a gradient, float64 and the switch off all
-    keep oneDNN."""
+    keep oneDNN. With a fixed target, only the target's own pass (no graph) may use NNPACK."""
     assert backbones.nnpack_pool() == 1
     model = LPIPS("alex", device="cpu")
     x, y = _photo_pair(golden, 256)
@@ -98,8 +98,11 @@ def test_nnpack_only_for_the_pools_thread_count_and_float32_inference(golden, ca
         model(x, y)
         assert calls == []
         torch.set_num_threads(1)
-        model(x.clone().requires_grad_(), y).sum().backward()
+        model(x.clone().requires_grad_(), y.clone().requires_grad_()).sum().backward()
         assert calls == []
+        model(x.clone().requires_grad_(), y).sum().backward()
+        assert calls == [tuple(y.shape[:1]) + (64, 31, 31)]  # the fixed target's conv2, alone
+        calls.clear()
         model.double()(x.double(), y.double())
         assert calls == []
         model.float()
@@ -112,6 +115,21 @@ def test_nnpack_only_for_the_pools_thread_count_and_float32_inference(golden, ca
     finally:
         backbones.USE_NNPACK = True
         torch.set_num_threads(before)
+
+
+def test_a_fixed_target_uses_nnpack_except_in_dists(golden, one_thread, calls):
+    """A loss's fixed target runs the fast path: NNPACK for LPIPS (gradients within 5e-8 of the
+    reference's), oneDNN for DISTS, whose structure terms NNPACK's rounding moved the other side's
+    gradient by up to 1.8e-6 (192 px; the bound is 1e-6; ``test_training_path.py`` holds both)."""
+    x, y = _photo_pair(golden, 64)
+    LPIPS("vgg", device="cpu")(x.clone().requires_grad_(), y).sum().backward()
+    assert calls == [(2, 64, 64, 64), (2, 64, 32, 32), (2, 128, 32, 32)]  # the target's pass alone
+    calls.clear()
+    DISTS(device="cpu")((x.clone() + 1) / 2, (y + 1) / 2)  # inference: NNPACK
+    assert calls
+    calls.clear()
+    DISTS(device="cpu")(((x.clone() + 1) / 2).requires_grad_(), (y + 1) / 2).sum().backward()
+    assert calls == []
 
 
 def test_contiguous_weight_copies_are_kept_and_renewed(golden, one_thread):
