@@ -41,7 +41,11 @@ PAGES = [
 ALIASES = {"shift_vs_blur": st.Page("app_pages/shift_vs_blur.py", title="Shift vs blur", icon=":material/school:",
                                     url_path="shift_vs_blur", visibility="hidden")}
 
-page = st.navigation(PAGES + list(ALIASES.values()))
+# A student's study link (?study=CODE without the lecturer's key or view) gets nothing but the
+# study: no navigation to wander into, no sidebar, no page title (the phone's screen is the study's).
+STUDENT = ("study" in st.query_params and "key" not in st.query_params
+           and st.query_params.get("view") != "lecturer")
+page = st.navigation(PAGES + list(ALIASES.values()), position="hidden" if STUDENT else "sidebar")
 # Any page opened with ?study=CODE shows the class study (students get "/?study=CODE"); the query
 # parameters go along (the participant token p=, the lecturer key key=).
 if "study" in st.query_params and page.url_path != "judge_it_yourself":
@@ -49,6 +53,15 @@ if "study" in st.query_params and page.url_path != "judge_it_yourself":
 url_path = page.url_path or next(iter(ALIASES))  # the page's linkable path
 ui.start_warm_up()  # once per server: the default model built and run in a background thread
 start_periodic_release()  # once per server: memory freed between runs (closed sessions) goes back too
+if STUDENT:
+    ui.student_frame()
+    try:
+        with ui.error_boundary(page.title):
+            page.run()
+    finally:
+        release_unused()
+        freeze_long_lived()
+    st.stop()
 link_notices: list[str] = []
 with ui.error_boundary("The link"):
     link_notices = ui.links.read(url_path)  # before any widget: a link's state becomes the widgets' state

@@ -3,13 +3,19 @@
 Three people use this page (docs/class-study.md is the guide):
 
 - the **lecturer** creates a study (number of triplets, distortion families, seed; patches from the
-  sample photos, a synthetic texture or an uploaded image). Every triplet's images and every
-  metric's values are computed then, with a progress bar, and stored. The lecturer lands on the
-  lecturer link ``?study=CODE&key=KEY`` (the key is shown once; the database keeps its hash):
-  the student link with a copy button and a QR code, the class result live, release and close;
-- **students** open ``/?study=CODE`` (any page of the app with ``study=`` comes here): the page
-  adds their own token ``p=…`` to the address, so a reload keeps their place; each answer is one
-  database write and a redraw of this part of the page (an ``st.fragment``);
+  sample photos, a synthetic texture or an uploaded image). Every triplet's images and the pixel
+  metrics are computed then (about a second, progress at the top of the page) and stored; the
+  learned metrics follow in the background (:func:`lpips_explorer.study.prepare.start_metrics`).
+  The lecturer first gets the lecturer link ``?study=CODE&key=KEY`` on a step of its own (shown
+  once; the database keeps its hash; "I have kept it"), then the projector view
+  ``?study=CODE&view=lecturer``: the student link with a copy button and a QR code, the class
+  result live, release and close. The key stays in the session, never on the projected screen or
+  in the address; the kept link opens the lecturer view again;
+- **students** open ``/?study=CODE`` (any page of the app with ``study=`` comes here; ``app.py``
+  then draws nothing but the study: no navigation, no sidebar): the page adds their own token
+  ``p=…`` to the address and keeps it in a cookie (:mod:`ui.study_client`), so a reload, the back
+  button or the bare link opened again keeps their place; each answer names the triplet it was
+  shown for and is one database write and a redraw of this part of the page (an ``st.fragment``);
 - **whoever runs the server** chooses the database (``[connections.sql]``, else SQLite in
   ``$LPIPS_EXPLORER_DATA`` or ``data/``: :func:`lpips_explorer.environment.data_dir`) and who may create studies (``[study] admin_key`` in
   ``.streamlit/secrets.toml``).
@@ -38,12 +44,17 @@ from lpips_explorer.study import access, present, scoring
 from lpips_explorer.study import prepare as prep
 from lpips_explorer.study import store as study_store
 from lpips_explorer.study import triplets as T
+from ui import study_client
 
 log = logging.getLogger("lpips_explorer.study")
 DATA_ENV = "LPIPS_EXPLORER_DATA"  # named in the message shown when the database cannot be opened
 URL_PATH = "judge_it_yourself"
 #: Session-state keys: when the shown triplet appeared, the last answer, an answer's error, a new key.
 SHOWN, LAST, ERROR, NEW_KEY = "study_shown", "study_last", "study_error", "study_new_key"
+#: … an answer acknowledged without a change, how many times the answer view was drawn, this tab's
+#: participant token per study, the lecturer keys this session holds per study.
+NOTICE, DRAWS, TOKENS, KEYS_HELD = "study_notice", "study_draws", "study_tokens", "study_keys"
+NOT_SAVED = "Not saved \u2014 press again."
 SOURCES = ("Sample photos", "Synthetic texture", "An uploaded image")
 LIVE_S = 3.0  # the lecturer's results refresh every LIVE_S seconds
 WAIT_S = 5.0  # a student who has finished checks every WAIT_S seconds whether the results are out
@@ -94,6 +105,8 @@ def get_store() -> tuple[study_store.StudyStore, str]:
 
 #: What a study scores: every metric at its defaults, and each LPIPS baseline.
 SPECS = standard_specs()
+#: Computed when the study is created (the rest, the learned metrics, in the background).
+PIXEL_SPECS = [s for s in SPECS if not s.learned]
 
 
 def _prepare(recipes, uploads) -> list[prep.Prepared]:
@@ -111,8 +124,10 @@ def _prepare(recipes, uploads) -> list[prep.Prepared]:
 
 
 @st.cache_resource(max_entries=32, show_spinner=False)
-def _rows(_store: study_store.StudyStore, url: str, code: str, study_id: int) -> list[study_store.TripletRow]:
-    """A study's triplets (immutable once ready): read once per server."""
+def _rows(_store: study_store.StudyStore, url: str, code: str, study_id: int,
+          version: int = -1) -> list[study_store.TripletRow]:
+    """A study's triplets: read once per server and ``version`` (the metrics computed so far by its
+    background job in this process; -1 without one)."""
     return _store.triplets(_store.study(code))
 
 
@@ -120,26 +135,75 @@ def _url(store: study_store.StudyStore) -> str:
     return store.engine.url.render_as_string(hide_password=True)
 
 
+def _job_key(store: study_store.StudyStore, study: study_store.Study) -> str:
+    return f"{_url(store)}#{study.code}"
+
+
+def metrics_job(store, study) -> prep.MetricsJob | None:
+    """The background job computing this study's learned metrics in this process, if one was started."""
+    return prep.metrics_job(_job_key(store, study))
+
+
+def _version(store, study) -> int:
+    job = metrics_job(store, study)
+    return -1 if job is None else job.done
+
+
+def _load_model(spec):
+    """A learned metric's model for the background job (``None`` when its weights are not here)."""
+    try:
+        return ui.get_model(spec, quiet=True)
+    except Exception:  # noqa: BLE001 - the job lists it as not computed; the log has why
+        log.warning("the model of %s could not be built", spec.name, exc_info=True)
+        return None
+
+
+def _missing_metrics(rows) -> list:
+    """The learned metrics this server can compute that the study's triplets do not have yet."""
+    have = set(rows[0].distances or {}) if rows else set()
+    return [s for s in SPECS if s.learned and s.name not in have and ui.availability(s)[0]]
+
+
+def start_metrics(store, study, rows) -> prep.MetricsJob | None:
+    """Start computing the learned metrics the study lacks, in the background (once per process);
+    ``metrics_pending`` is cleared when they are all stored."""
+    missing = _missing_metrics(rows)
+
+    def save(name: str, values: dict) -> None:
+        store.add_distances(study, {i: {name: v} for i, v in values.items()})
+
+    def done() -> None:
+        store.metrics_done(study)
+
+    return prep.start_metrics(_job_key(store, study), [(r.ref_png, r.p0_png, r.p1_png) for r in rows], missing,
+                              _load_model, save, done)
+
+
 def study_rows(store: study_store.StudyStore, study: study_store.Study) -> list[study_store.TripletRow]:
     """The study's triplets with their images and metric values; a study from an older version
-    gets them computed now (once) and stored."""
-    rows = _rows(store, _url(store), study.code, study.id)
+    gets them computed now (once) and stored; learned metrics a study lacks (it was created a
+    moment ago, or the server restarted while computing them) are computed in the background."""
+    rows = _rows(store, _url(store), study.code, study.id, _version(store, study))
     if all(r.ready for r in rows):
+        if study.metrics_pending and metrics_job(store, study) is None:
+            start_metrics(store, study, rows)
         return rows
     missing = [r for r in rows if not r.ready]
     with st.status(f"Preparing {len(missing)} triplets of this study once…", expanded=True):
         done = _prepare([T.Recipe.from_json(r.recipe) for r in missing], store.get_image)
     store.fill_triplets(study, {r.index: (d.pngs, d.distances) for r, d in zip(missing, done)})
     _rows.clear()
-    return _rows(store, _url(store), study.code, study.id)
+    return _rows(store, _url(store), study.code, study.id, _version(store, study))
 
 
 # --------------------------------------------------------------------------- results
 @st.cache_data(ttl=60, max_entries=64, show_spinner=False)
-def _class_summary(_store: study_store.StudyStore, url: str, code: str, n_judgements: int) -> dict | None:
-    """The class's results while it has ``n_judgements`` answers (shared by every session)."""
+def _class_summary(_store: study_store.StudyStore, url: str, code: str, n_judgements: int,
+                   version: int = -1) -> dict | None:
+    """The class's results while it has ``n_judgements`` answers and ``version`` (the metrics
+    computed so far) (shared by every session)."""
     study = _store.study(code)
-    rows = _rows(_store, url, code, study.id)  # ready: the page prepared them before asking
+    rows = _rows(_store, url, code, study.id, version)  # ready: the page prepared them before asking
     judged = _store.judgements(study)
     if not judged:
         return None
@@ -150,7 +214,7 @@ def _class_summary(_store: study_store.StudyStore, url: str, code: str, n_judgem
 
 def class_summary(store, study) -> dict | None:
     _, n = store.counts(study)
-    return _class_summary(store, _url(store), study.code, n)
+    return _class_summary(store, _url(store), study.code, n, _version(store, study))
 
 
 def _class_results(store, study, rows, *, lecturer: bool) -> None:
@@ -160,8 +224,9 @@ def _class_results(store, study, rows, *, lecturer: bool) -> None:
         st.info("No answers yet. The chart appears with the first answer and follows the class live."
                 if lecturer else "No answers yet.")
         return
-    st.plotly_chart(agreement_chart(res["class"], n_judges=res["n_judges"]), key="study_chart",
-                    config={"displayModeBar": False})
+    # students get the compact chart (the names inside the plot: it fits a 360 px phone)
+    st.plotly_chart(agreement_chart(res["class"], n_judges=res["n_judges"], compact=not lecturer),
+                    key="study_chart", config={"displayModeBar": False})
     st.caption(f"{ui.md_escape(present.judges_text(res['n_judges']))}, {res['n_judgements']} answers on "
                f"{len(res['per_triplet'])} of {res['n_triplets']} triplets. Each dot: the share of the class a "
                "metric agrees with (BAPPS' 2AFC score; \u201ccan't tell\u201d counts half to each copy), with its "
@@ -199,52 +264,80 @@ def _class_results(store, study, rows, *, lecturer: bool) -> None:
 
 # --------------------------------------------------------------------------- students
 def _answer(store, study, participant: str, index: int, choice: int) -> None:
-    """A button's callback: one database write. Its outcome is kept for the redraw that follows."""
+    """A button's callback: one database write, for the triplet the button was drawn with
+    (``index``), taken only if it is still the participant's current triplet. Its outcome is kept
+    for the redraw that follows."""
     shown = st.session_state.get(SHOWN)
     ms = round((time.monotonic() - shown[2]) * 1000) if shown and shown[:2] == (study.code, index) else None
     try:
-        store.submit(study, participant, index, choice, ms)
-    except study_store.StoreBusy as exc:
-        st.session_state[ERROR] = str(exc)
+        got = store.answer(study, participant, index, choice, ms)
+    except (study_store.StoreBusy, study_store.StoreUnavailable):  # the lecturer's view says why
+        st.session_state[ERROR] = NOT_SAVED  # one short line: the buttons stay on a phone's screen
         return
     except study_store.StudyClosed:
         st.session_state[ERROR] = "The lecturer has closed this study: it takes no more answers."
         return
-    st.session_state[LAST] = (study.code, index)
+    if got.stored:
+        st.session_state[LAST] = (study.code, index)
+    else:  # a second tap, a stale tab, a replayed message: acknowledged, nothing changed
+        st.session_state[NOTICE] = f"Triplet {index + 1} was answered already: nothing changed."
 
 
-def _reveal(row: study_store.TripletRow, choice: int) -> None:
+def _pending(store, study) -> int:
+    """How many learned metrics are still being computed for this study (0 when none)."""
+    job = metrics_job(store, study)
+    return 0 if job is None or job.finished else job.total - job.done
+
+
+def _reveal(row: study_store.TripletRow, choice: int, *, pending: int = 0) -> None:
     st.markdown(f"**Triplet {row.index + 1}: you said {present.CHOICE_TEXT[choice]}.** What each metric said "
                 "(a distance: smaller is closer; PSNR and SSIM: larger is closer):")
     st.table(pd.DataFrame(present.reveal_rows(row.distances, SPECS, choice)), hide_index=True)
+    if pending:
+        st.caption(f"{pending} learned metric{'s are' if pending > 1 else ' is'} still being computed: "
+                   "they appear here in a minute or so.")
 
 
 @st.fragment
 def _answering(store, study, rows, participant: str) -> None:
     """The triplet, the three answers and (reveal "each") what the metrics said about the last one.
-    A button reruns only this fragment: the answer's write, then this redraw."""
+    A button reruns only this fragment: the answer's write, then this redraw.
+
+    Laid out for a phone in a lecture hall: the progress line, the question, the three patches
+    (sized from the window's height, :data:`present.ANSWER_FIT`) and the three buttons all fit a
+    360 × 640 window; notices take the question's place; the rest comes below the buttons."""
     try:
         answered = store.answered(study, participant)
-    except study_store.StoreBusy:
-        st.warning("The study database is busy right now: reload the page in a moment (your answers are kept).")
+    except (study_store.StoreBusy, study_store.StoreUnavailable):
+        st.warning("The study's answers cannot be read right now: reload the page in a moment (your answers "
+                   "are kept).", icon=":material/cloud_off:")
         return
     remaining = [r for r in rows if r.index not in answered]
-    if err := st.session_state.pop(ERROR, None):
-        st.error(err, icon=":material/error:")
-        if "closed" in err:
-            st.rerun(scope="app")
+    err = st.session_state.pop(ERROR, None)
+    notice = st.session_state.pop(NOTICE, None)
+    if err and "closed" in err:
+        st.rerun(scope="app")
     if not remaining:
         st.rerun(scope="app")  # the last answer: the whole page becomes the results
     row = remaining[0]
     if st.session_state.get(SHOWN, (None, None))[:2] != (study.code, row.index):
         st.session_state[SHOWN] = (study.code, row.index, time.monotonic())  # the response time starts here
+    draw = st.session_state[DRAWS] = st.session_state.get(DRAWS, 0) + 1  # the page's guard: "drawn again"
     st.progress(len(answered) / len(rows), text=f"Triplet {row.index + 1} of {len(rows)} · "
                                                 f"{len(answered)} answered")
-    st.markdown("**Which copy is closer to the reference?**")
-    st.html(present.triplet_html(row.ref_png, row.p0_png, row.p1_png, index=row.index))
-    # Each triplet's buttons are new widgets (the triplet in their key): a second click on a button
-    # of a triplet already answered (a double click that arrives after the redraw) calls nothing,
-    # instead of answering the next triplet with the callback the redraw registered.
+    if err:
+        st.error(err, icon=":material/error:")
+    elif notice:
+        st.info(notice, icon=":material/done_all:")
+    else:
+        st.markdown("**Which copy is closer to the reference?**")
+    st.html(present.triplet_html(row.ref_png, row.p0_png, row.p1_png, index=row.index, draw=draw,
+                                 fit=present.ANSWER_FIT_NOTICE if err or notice else present.ANSWER_FIT))
+    # Each button carries the triplet it was drawn with (in its key and its callback's arguments),
+    # and the store takes an answer only for the participant's current triplet: a second tap, a
+    # stale tab or a replayed message names a triplet already answered, and changes nothing. In
+    # the browser, ui.study_client also holds the buttons between a press and the next drawing,
+    # and ignores a held key's auto-repeat.
     with st.container(horizontal=True, gap="small", key="study_answers"):
         for choice, label in ((0, "1 is closer"), (scoring.CANT_TELL, "Can't tell"), (1, "2 is closer")):
             st.button(label, key=f"study_choice_{choice}_{row.index}", shortcut=KEYS[choice], on_click=_answer,
@@ -253,7 +346,7 @@ def _answering(store, study, rows, participant: str) -> None:
     st.caption("Keys: **1**, **2**, or **0** for can't tell.")
     last = st.session_state.get(LAST)
     if study.reveal == "each" and last and last[0] == study.code and last[1] in answered:
-        _reveal(rows[last[1]], answered[last[1]])
+        _reveal(rows[last[1]], answered[last[1]], pending=_pending(store, study))
 
 
 @st.fragment(run_every=WATCH_S)
@@ -262,33 +355,69 @@ def _watch(store, code: str) -> None:
     (then the page says so). It also makes the page rerun whole after the server restarts: the
     browser requests a full run on reconnecting only when the page has a fragment that reruns by
     itself, and the answer buttons' fragment exists only in the server process that drew them."""
-    if store.study(code).closed is not None:
+    try:
+        closed = store.study(code).closed is not None
+    except (study_store.StoreBusy, study_store.StoreUnavailable):
+        return  # the database is away for a moment: the next look says
+    if closed:
         st.rerun(scope="app")
 
 
 @st.fragment(run_every=WAIT_S)
 def _wait_for_results(store, code: str) -> None:
     """A finished student's page checks every few seconds whether the lecturer has released the results."""
-    if store.study(code).class_visible:
+    try:
+        visible = store.study(code).class_visible
+    except (study_store.StoreBusy, study_store.StoreUnavailable):
+        visible = False  # the database is away for a moment: the next look says
+    if visible:
         st.rerun(scope="app")
     st.info("The class results appear here when your lecturer shows them.", icon=":material/hourglass_top:")
 
 
-def _student(store, study) -> None:
+def _token(code: str) -> tuple[str, bool]:
+    """The participant's token for study ``code``, and whether it is new: the link's ``p=``; else
+    this tab's (the back button or a link without it in the same tab); else the browser's cookie
+    (the bare link opened again in the same browser, :mod:`ui.study_client`); else a new one."""
+    tokens = st.session_state.setdefault(TOKENS, {})
     token = st.query_params.get("p")
-    if not access.valid_token(token):
-        if token is not None:
-            st.warning("This link's participant token is malformed: you start as a new participant.")
-        token = access.new_token()
-        st.query_params["p"] = token  # a reload or a reopened tab keeps it
+    if token is not None and not access.valid_token(token):
+        st.warning("This link's participant token is malformed: it is not used.")
+        token = None
+    fresh = False
+    if token is None:
+        token = tokens.get(code)
+    if token is None:
+        kept = st.context.cookies.get(study_client.cookie_name(code))
+        token = kept if access.valid_token(kept) else None
+    if token is None:
+        token, fresh = access.new_token(), True
+    tokens[code] = token
+    if st.query_params.get("p") != token:
+        st.query_params["p"] = token  # a reload keeps it
+    return token, fresh
+
+
+def keeps_nothing() -> bool:
+    """Whether this browser keeps no cookie: it sent none with its connection, not even the one
+    Streamlit set when it served the page (its XSRF cookie; only known while that protection is on)."""
+    return bool(st.get_option("server.enableXsrfProtection")) and "_streamlit_xsrf" not in st.context.cookies
+
+
+def _student(store, study) -> None:
+    token, fresh = _token(study.code)
     participant = access.participant_id(token)
+    if fresh and keeps_nothing():  # the bare link opened again here would make a new judge: the lecturer sees how many
+        try:
+            store.mark_participant(study, participant, False)
+        except (study_store.StoreBusy, study_store.StoreUnavailable):
+            log.warning("a participant's browser could not be noted", exc_info=True)
     rows = study_rows(store, study)
-    st.caption(f"Study **{study.code}** · {len(rows)} triplets · anonymous: no name is asked; this page's "
-               "address keeps your place, so a reload continues where you were.")
     answered = store.answered(study, participant)
     if len(answered) < len(rows) and study.closed is None:
         _answering(store, study, rows, participant)
         _watch(store, study.code)
+        _student_footer(study, rows, token)
         return
     if study.closed is not None and len(answered) < len(rows):
         st.warning(f"The lecturer has closed this study: you answered {len(answered)} of {len(rows)} triplets.")
@@ -314,6 +443,14 @@ def _student(store, study) -> None:
         _class_results(store, study, rows, lecturer=False)
     else:
         _wait_for_results(store, study.code)
+    _student_footer(study, rows, token)
+
+
+def _student_footer(study, rows, token: str) -> None:
+    """Below the study: what it is, and the browser's part (the answer guard, the kept token)."""
+    st.caption(f"Study **{study.code}** · {len(rows)} triplets · anonymous: no name is asked; this browser "
+               "keeps your place, so a reload or the link opened again continues where you were.")
+    study_client.mount(study.code, token)
 
 
 # --------------------------------------------------------------------------- the lecturer
@@ -338,15 +475,29 @@ def _qr_dialog(link: str, code: str) -> None:
 
 
 def _set_released(store, study, key) -> None:
-    store.release(store.study(study.code), key, bool(st.session_state.get("study_released")))
+    try:
+        store.release(store.study(study.code), key, bool(st.session_state.get("study_released")))
+    except (study_store.StoreBusy, study_store.StoreUnavailable):  # the live view says why (the store keeps the fault)
+        log.warning("releasing the results failed", exc_info=True)
 
 
 @st.fragment(run_every=LIVE_S)
 def _live(store, code: str, key: str) -> None:
-    """The lecturer's live view: who has answered, the class result, the downloads (every few seconds)."""
+    """The lecturer's live view: who has answered, the class result, the downloads (every few
+    seconds); what the database refused lately, and judges who may have joined twice."""
+    _fault(store)
+    try:
+        _live_view(store, code)
+    except (study_store.StoreBusy, study_store.StoreUnavailable) as exc:
+        st.error(f"The class cannot be read right now: {ui.md_escape(getattr(exc, 'cause', 'the database is busy'))}. "
+                 "This view tries again every few seconds.", icon=":material/cloud_off:")
+
+
+def _live_view(store, code: str) -> None:
     study = store.study(code)
     rows = study_rows(store, study)
     judged = store.judgements(study)
+    unkept = store.unkept(study)
     per: dict[str, int] = {}
     for j in judged:
         per[j.session] = per.get(j.session, 0) + 1
@@ -355,6 +506,10 @@ def _live(store, code: str, key: str) -> None:
     c1.metric("Students", len(per))
     c2.metric("Answers", len(judged))
     c3.metric("Finished", finished)
+    if unkept:
+        st.caption(f":material/person_add: **{unkept} judge{'s' if unkept > 1 else ''} joined twice?** "
+                   f"{unkept} of the {len(per)} students answered in a browser that keeps no cookie (cookies blocked): "
+                   "if one of them opened the link again, they were counted again, as a new judge.")
     _class_results(store, study, rows, lecturer=True)
     families = [r.family for r in rows]
     st.download_button("Every answer (CSV)", lambda: present.judgements_csv(study.code, store.judgements(study),
@@ -362,17 +517,70 @@ def _live(store, code: str, key: str) -> None:
                        f"study-{study.code}-answers.csv", "text/csv", key="study_dl_csv", on_click="ignore")
 
 
+def _fault(store) -> None:
+    """What the database refused in the last ten minutes, in words (the lecturer's view only)."""
+    fault = store.fault
+    if fault is None or (time.time() - fault.when.timestamp()) > 600:
+        return
+    times = f", {fault.count} times since {fault.first:%H:%M:%S} UTC" if fault.count > 1 else ""
+    st.error(f"**Answers could not be saved** at {fault.when:%H:%M:%S} UTC{times}: {ui.md_escape(fault.cause)}. "
+             "Students were told *not saved \u2014 press again*; nothing was stored twice.",
+             icon=":material/database:")
+
+
+@st.fragment(run_every=2.0)
+def _metrics_progress(store, code: str) -> None:
+    """While the learned metrics are computed in the background: how far (every 2 s), then the
+    whole page once more (the chart gains them) and this stops."""
+    try:
+        study = store.study(code)
+    except (study_store.StoreBusy, study_store.StoreUnavailable):
+        return
+    job = metrics_job(store, study)
+    if job is None or job.finished:
+        st.rerun(scope="app")
+    st.progress(job.done / max(1, job.total),
+                text=f"Computing what each learned metric says: {job.current or '…'} ({job.done} of {job.total}). "
+                     "Students can answer already.")
+
+
+def _metrics_status(store, study) -> None:
+    job = metrics_job(store, study)
+    if job is not None and not job.finished:
+        _metrics_progress(store, study.code)
+    elif job is not None and job.failed:
+        labels = {s.name: s.label for s in SPECS}
+        st.caption("Not computed (the server's log says why): " + ", ".join(labels.get(n, n) for n in job.failed))
+
+
+def _keep_link(study, key: str) -> None:
+    """The one step that shows the lecturer link: before the view that goes on the projector."""
+    st.subheader(f"Study {study.code} \u00b7 keep your lecturer link")
+    st.markdown("**Keep this link** (copy it with the icon: a note, a password manager, an e-mail to yourself). "
+                "It is shown here once, and the server keeps only a hash of its key: it alone shows the class "
+                "results before the end, downloads every answer and closes the study. Opened later, it brings "
+                "you back to the lecturer view.")
+    st.code(present.lecturer_link(_app_url(), study.code, key), language=None, wrap_lines=True)
+    st.caption("The next step is the view to project (the QR code for the students): it shows no key, "
+               "and neither does its address.")
+    if st.checkbox("I have kept it", key="study_key_kept"):
+        st.session_state.pop(NEW_KEY, None)
+        st.rerun()
+
+
 def _lecturer(store, study, key: str, where: str) -> None:
+    _metrics_status(store, study)
+    if st.session_state.get(NEW_KEY) == study.code:
+        _keep_link(study, key)
+    else:
+        _projector(store, study, key, where)
+    study_client.keep_lecturer(study.code, key)  # a reload or a server restart keeps this view
+
+
+def _projector(store, study, key: str, where: str) -> None:
+    """The lecturer's view, made to be projected: no key on it, none in the address."""
     st.subheader(f"Study {study.code} · lecturer view")
     app_url = _app_url()
-    if st.session_state.get(NEW_KEY) == study.code:
-        st.success("Study created. This page's address is your **lecturer link**: it is shown here once and the "
-                   "server keeps only a hash of its key. Bookmark it; it alone shows the results before the end, "
-                   "downloads every answer and closes the study.", icon=":material/key:")
-        st.code(present.lecturer_link(app_url, study.code, key), language=None, wrap_lines=True)
-        if st.button("I have kept it", key="study_key_kept"):
-            st.session_state.pop(NEW_KEY, None)
-            st.rerun()
     link = present.student_link(app_url, study.code)
     left, right = st.columns([3, 2], vertical_alignment="center")
     with left:
@@ -404,12 +612,28 @@ def _lecturer(store, study, key: str, where: str) -> None:
             st.rerun()
     st.header("The class, live")
     _live(store, study.code, key)
-    st.caption(f"Answers are stored in {ui.md_escape(where)} (shown in the lecturer view only), with an "
-               "anonymous participant id each.")
+    with st.expander("Where the answers are stored"):
+        st.caption(f"Answers are stored in {ui.md_escape(where)} (shown in the lecturer view only), with an "
+                   "anonymous participant id each.")
 
 
 # --------------------------------------------------------------------------- creating and joining
-def _create(store) -> None:
+def _prepare_now(recipes, uploads, top) -> list[prep.Prepared]:
+    """The part of a study made while the lecturer waits: every triplet's PNGs and the pixel
+    metrics (about a second), with a progress bar at the top of the page. The learned metrics
+    follow in the background (:func:`start_metrics`)."""
+    bar = top.progress(0.0, text="Creating the study…")
+
+    def progress(done: int, total: int) -> None:
+        bar.progress(done / total, text=f"Creating the study: {done} of {total} steps (the triplets, then the "
+                                        "pixel metrics; the learned metrics follow in the background)")
+
+    out = prep.prepare(recipes, PIXEL_SPECS, {}, uploads=uploads, progress=progress)
+    top.empty()
+    return out
+
+
+def _create(store, top) -> None:
     settings = _settings()
     admin = settings.get("admin_key")
     with st.expander("Create a study (lecturer)", expanded=True):
@@ -459,14 +683,22 @@ def _create(store) -> None:
         except ValueError as exc:
             st.error(ui.md_escape(str(exc)))
             return
-        done = _prepare(recipes, uploads)
-        for uid, png in uploads.items():
-            store.put_image(uid, png)
-        study = store.create_study(recipes, families=families, seed=int(seed), reveal="each" if each else "end",
-                                   digests=[d.digest for d in done], pngs=[d.pngs for d in done],
-                                   distances=[d.distances for d in done])
+        done = _prepare_now(recipes, uploads, top)
+        try:
+            for uid, png in uploads.items():
+                store.put_image(uid, png)
+            study = store.create_study(recipes, families=families, seed=int(seed),
+                                       reveal="each" if each else "end", digests=[d.digest for d in done],
+                                       pngs=[d.pngs for d in done], distances=[d.distances for d in done],
+                                       metrics_pending=True)
+        except (study_store.StoreBusy, study_store.StoreUnavailable) as exc:
+            st.error(f"The study could not be stored: {ui.md_escape(getattr(exc, 'cause', 'the database is busy'))}. "
+                     "Nothing was created; press *Create the study* again once that is fixed.")
+            return
+        start_metrics(store, study, store.triplets(study))
+        st.session_state.setdefault(KEYS_HELD, {})[study.code] = study.lecturer_key
         st.session_state[NEW_KEY] = study.code
-        st.query_params.from_dict({"study": study.code, "key": study.lecturer_key})
+        st.query_params.from_dict({"study": study.code, "view": "lecturer"})  # no key in the address
         st.rerun()
 
 
@@ -479,8 +711,16 @@ def _join() -> None:
 
 
 # --------------------------------------------------------------------------- the page
+def student_view() -> bool:
+    """Whether this run draws the student's page (a study link without the lecturer's key or view):
+    app.py then draws nothing but the study."""
+    return "study" in st.query_params and "key" not in st.query_params and st.query_params.get("view") != "lecturer"
+
+
 def main() -> None:
-    st.title("Judge it yourself")
+    if not student_view():
+        st.title("Judge it yourself")
+    top = st.empty()  # creating a study shows its progress here, at the top of the page
     try:
         store, where = get_store()
     except Exception as exc:  # a bad URL, a missing driver, an unreachable server: say so, keep the app alive
@@ -490,24 +730,56 @@ def main() -> None:
         log.exception("the study database could not be opened")
         return
     code = st.query_params.get("study")
-    study = store.study(code) if code else None
+    try:
+        study = store.study(code) if code else None
+    except (study_store.StoreBusy, study_store.StoreUnavailable):
+        st.error("The study cannot be opened right now: reload the page in a moment (your answers are kept).",
+                 icon=":material/cloud_off:")
+        log.warning("the study database could not be read", exc_info=True)
+        return
     if study is None:
+        if student_view():
+            st.title("Judge it yourself")
         st.caption("LPIPS was fitted to people's answers to one question: which of two distorted copies is "
                    "closer to a reference? Answer it yourself with your class, then see which metric agrees "
                    "with you and with the class.")
         if code:
-            st.error(f"No study has the code {ui.md_escape(code)}.")
+            st.error(f"No study has the code {ui.md_escape(ui.links.shown(code, quote=False))}.")
         _join()
-        _create(store)
+        _create(store, top)
         return
+    held = st.session_state.setdefault(KEYS_HELD, {})
     key = st.query_params.get("key")
     if key is not None:
         if store.is_lecturer(study, key):
-            _lecturer(store, study, key, where)
+            held[study.code] = key  # the key lives in this session from now on, not in the address
+            st.query_params.from_dict({"study": study.code, "view": "lecturer"})
+        else:
+            st.warning("This link's lecturer key does not open this study: you see the student view.")
+            del st.query_params["key"]
+    if st.query_params.get("view") == "lecturer":
+        # held by this session, or by this browser's session cookie (a reload, a server restart)
+        key = held.get(study.code) or st.context.cookies.get(study_client.key_cookie_name(study.code))
+        if key is not None and store.is_lecturer(study, key):
+            held[study.code] = key
+            try:
+                _lecturer(store, study, key, where)
+            except (study_store.StoreBusy, study_store.StoreUnavailable) as exc:
+                st.error(f"The study database cannot be used right now: "
+                         f"{ui.md_escape(getattr(exc, 'cause', 'it is busy'))}. Reload in a moment.",
+                         icon=":material/cloud_off:")
             return
-        st.warning("This link's lecturer key does not open this study: you see the student view.")
-        del st.query_params["key"]
-    _student(store, study)
+        st.info(f"This is the lecturer's view of study {study.code}. Its key is never in this address, so that "
+                "it never reaches the projector: open the lecturer link you kept to see the class live.",
+                icon=":material/key:")
+        st.markdown(f"Students open **{present.student_link(_app_url(), study.code)}**.")
+        return
+    try:
+        _student(store, study)
+    except (study_store.StoreBusy, study_store.StoreUnavailable):
+        st.error(f"{NOT_SAVED} The study's answers cannot be reached right now; reload the page in a moment "
+                 "(your answers are kept).", icon=":material/cloud_off:")
+        log.warning("a student's page could not reach the study database", exc_info=True)
 
 
 main()

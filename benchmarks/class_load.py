@@ -17,6 +17,14 @@ every auto-refresh.
   human pause drawn uniformly from ``--pause`` (0.5 to 3 s), clicking one of the three answer
   buttons (copy 1 and copy 2 45 % each, "can't tell" 10 %). A finished student stays on the page
   (which checks every few seconds whether the results are out) until everyone has finished.
+- **Habits** (issue 41): some students double-tap (``--double-tappers``, 6 by default: the same
+  answer message sent again 50, 150 or 400 ms later, as a second tap that reaches the server before
+  the page drew the next triplet, or a replayed message) and some hold the key down
+  (``--key-holders``, 4: the message sent again every 33 ms, the keyboard's auto-repeat, until the
+  next triplet is drawn). Of the Chromium students, the first double-taps (two real taps on the
+  button) and the second holds the key for a second (``keydown`` with ``repeat``), through the
+  page's own guard. Every one of those presses must store nothing: answers stored = answers meant
+  (one per triplet per judge), with the choice meant for that triplet.
 - Measured: for every answer, the time from the click leaving the client to the next triplet's
   images arriving (``answer_to_next_s``: p50, p95, max); the time from joining to the first
   triplet; the server process's CPU time and resident memory (psutil, sampled every 0.5 s);
@@ -74,6 +82,9 @@ TRIPLET_RE = re.compile(r'data-triplet="(\d+)"')
 CHOICE_RE = re.compile(r"study_choice_(\d)_(\d+)$")  # choice, triplet
 CHOICES, WEIGHTS = (0, 1, 2), (0.45, 0.45, 0.10)
 MAX_RECONNECTS = 6
+#: A double-tapper's second tap, after the first (s), by triplet (cycled); a held key's auto-repeat period (s).
+TAP_GAPS, REPEAT_S, HOLD_S = (0.05, 0.15, 0.4), 0.033, 1.0
+KEYS = {0: "1", 1: "2", 2: "0"}  # a choice's keyboard shortcut on the page
 
 
 # --------------------------------------------------------------------------- small helpers
@@ -282,6 +293,27 @@ class Client:
         widget, fragment = self.buttons[choice]
         await self.rerun(fragment_id=fragment, trigger=widget)
 
+    async def press_again(self, choice: int, habit: str, triplet: int, log: "StudentLog") -> None:
+        """A habit's extra presses for the answer just sent: the very same message (the old
+        triplet's button) again: once after a gap (a double tap), or every 33 ms until the next
+        triplet is drawn (a held key's auto-repeat)."""
+        widget, fragment = self.buttons[choice]
+        try:
+            if habit == "double-tap":
+                await asyncio.sleep(TAP_GAPS[triplet % len(TAP_GAPS)])
+                await self.rerun(fragment_id=fragment, trigger=widget)
+                log.extra_presses += 1
+            elif habit == "hold-key":
+                t0 = time.monotonic()
+                while self.connected and self.shown == triplet and not self.done and time.monotonic() - t0 < HOLD_S:
+                    await asyncio.sleep(REPEAT_S)
+                    if self.shown != triplet:
+                        break
+                    await self.rerun(fragment_id=fragment, trigger=widget)
+                    log.extra_presses += 1
+        except Exception:  # noqa: BLE001 - the connection went away: the student's loop notices
+            pass
+
     async def wait(self, predicate, timeout: float) -> bool:
         """Wait until ``predicate()`` holds (checked after every message); ``False`` on timeout."""
         deadline = time.monotonic() + timeout
@@ -380,6 +412,8 @@ class StudentLog:
     reloads: int = 0  # a browser tab reloaded by its student (it showed errors after a restart)
     reload_reasons: list[str] = field(default_factory=list)  # what the tab showed before each reload
     failures: list[str] = field(default_factory=list)
+    habit: str = "single"  # or "double-tap", "hold-key"
+    extra_presses: int = 0  # presses after the first for one answer (a second tap, auto-repeats)
 
 
 def intended(seed: int, student: int, triplet: int) -> int:
@@ -393,6 +427,7 @@ async def student(server: Server, code: str, log: StudentLog, args, state: dict)
     await asyncio.sleep(state["join_at"][k])
     c = Client(server, f"student-{k}")
     t0 = time.monotonic()
+    habits: list[asyncio.Task] = []
     try:
         await c.connect(f"study={code}", "")
         if not await c.wait(lambda: c.shown is not None or c.done, 120):
@@ -419,6 +454,8 @@ async def student(server: Server, code: str, log: StudentLog, args, state: dict)
             except Exception:
                 await reconnect(c, log, state)
                 continue
+            if log.habit != "single":
+                habits.append(asyncio.create_task(c.press_again(choice, log.habit, i, log)))
             log.clicks += 1
             state["clicks"] += 1
             ok = await c.wait(lambda: c.shown != i or c.done or c.errors > errors0 or not c.connected, 60)
@@ -460,6 +497,8 @@ async def student(server: Server, code: str, log: StudentLog, args, state: dict)
         log.failures.append(f"{type(exc).__name__}: {exc}")
     finally:
         _finished(state, k)
+        for t in habits:
+            t.cancel()
         log.token = log.token or dict(p.split("=", 1) for p in c.qs.split("&") if "=" in p).get("p")
         await c.close()
     return log
@@ -480,6 +519,48 @@ BROKEN_JS = """() => document.body.innerText.includes("Failed to fetch dynamical
 #: What the broken tab shows, for the record: the exception box's text, or the page's first words.
 BROKEN_TEXT_JS = """() => { const e = document.querySelector("[data-testid='stException']");
   return (e ? e.innerText : document.body.innerText).slice(0, 200).replace(/\\s+/g, " "); }"""
+#: The answer buttons take a press (the page's guard, ui.study_client: not just pressed, not just drawn).
+ARMED_JS = "() => !!document.querySelector(\".st-key-study_answers[data-lx-answers='armed']\")"
+
+
+async def browser_press(page, choice: int, habit: str, triplet: int, log: StudentLog) -> asyncio.Task | None:
+    """One answer in the tab, as the student's habit makes it: a click; a double tap (a second tap
+    on the same spot 50, 150 or 400 ms later, whatever the page shows by then); or the key held
+    down for a second (``keydown`` with ``repeat`` every 33 ms). The first press is made here; the
+    habit's extra presses go on in the returned task (the answer is timed meanwhile)."""
+    button = page.get_by_role("button", name=LABELS[choice])
+    if habit == "hold-key":
+        await page.evaluate("() => document.activeElement && document.activeElement.blur()")
+        await page.keyboard.down(KEYS[choice])
+
+        async def hold() -> None:
+            t0 = time.monotonic()
+            try:
+                while time.monotonic() - t0 < HOLD_S:
+                    await asyncio.sleep(REPEAT_S)
+                    await page.keyboard.down(KEYS[choice])  # sent with repeat=true: the keyboard's auto-repeat
+                    log.extra_presses += 1
+                await page.keyboard.up(KEYS[choice])
+            except Exception:  # noqa: BLE001 - the tab went away (a restart, the end): the loop notices
+                pass
+
+        return asyncio.create_task(hold())
+    box = await button.bounding_box(timeout=60_000)
+    await button.click(timeout=60_000)
+    if habit != "double-tap" or not box:
+        return None
+
+    async def second_tap() -> None:
+        await asyncio.sleep(TAP_GAPS[triplet % len(TAP_GAPS)])
+        try:
+            await page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+            log.extra_presses += 1
+        except Exception:  # noqa: BLE001 - the tab went away (a restart, the end): the loop notices
+            pass
+
+    return asyncio.create_task(second_tap())
+
+
 #: The page is connected and its script idle (a click now would have been answered).
 IDLE_JS = """() => { const a = document.querySelector("[data-testid='stApp']");
   return !!a && a.getAttribute("data-test-script-state") === "notRunning"
@@ -494,6 +575,7 @@ async def browser_student(browser, server: Server, code: str, log: StudentLog, a
     k = log.index
     rng = random.Random(f"{args.seed}:pause:{k}")
     ctx = await browser.new_context(viewport={"width": 1024, "height": 768})
+    habit_tasks: list[asyncio.Task] = []  # a habit's extra presses still going on (a held key, a second tap)
     try:
         page = await ctx.new_page()
         page.set_default_timeout(120_000)
@@ -514,6 +596,9 @@ async def browser_student(browser, server: Server, code: str, log: StudentLog, a
         log.join_s = time.monotonic() - t0
         state["joined"].add(k)
         while True:
+            for t in habit_tasks:  # the key let go, the second tap made: then the next answer
+                await asyncio.wait_for(t, 30)
+            habit_tasks.clear()
             now = await page.evaluate(SHOWN_JS)
             if now["done"]:
                 break
@@ -524,10 +609,15 @@ async def browser_student(browser, server: Server, code: str, log: StudentLog, a
                 continue
             await asyncio.sleep(rng.uniform(*args.pause))
             choice = intended(args.seed, k, i)
+            # a person presses once the buttons look ready (the page's guard: a moment after a new triplet)
+            await page.wait_for_function(f"() => ({ARMED_JS})() || ({CHANGED_JS})([{i}])", polling=20,
+                                         timeout=60_000)
             sent = time.monotonic()
             reloaded = False
             for attempt in range(8):  # a click the page ignored (sent while it reconnected) is made again
-                await page.get_by_role("button", name=LABELS[choice]).click(timeout=60_000)
+                extra = await browser_press(page, choice, log.habit if attempt == 0 else "single", i, log)
+                if extra is not None:
+                    habit_tasks.append(extra)
                 log.clicks += 1
                 state["clicks"] += 1
                 try:
@@ -584,6 +674,8 @@ async def browser_student(browser, server: Server, code: str, log: StudentLog, a
         log.failures.append(f"{type(exc).__name__}: {str(exc)[:200]} [{where}]")
     finally:
         _finished(state, k)
+        for t in habit_tasks:
+            t.cancel()
         try:
             await asyncio.wait_for(ctx.close(), 60)
         except Exception as exc:  # noqa: BLE001 - recorded
@@ -753,6 +845,18 @@ async def one_run(name: str, server: Server, monitor: Monitor, args) -> dict:
         pw = await async_playwright().start()
         browser = await pw.chromium.launch(**launch_options())
     logs = [StudentLog(k, kind="browser" if k < n_browser else "protocol") for k in range(args.students)]
+    habit_of = {}  # the first browser student double-taps, the second holds the key; then the protocol ones
+    if n_browser and args.double_tappers:
+        habit_of[0] = "double-tap"
+    if n_browser > 1 and args.key_holders:
+        habit_of[1] = "hold-key"
+    protocol = [k for k in range(n_browser, args.students)]
+    for k in protocol[:args.double_tappers]:
+        habit_of[k] = "double-tap"
+    for k in protocol[args.double_tappers:args.double_tappers + args.key_holders]:
+        habit_of[k] = "hold-key"
+    for log in logs:
+        log.habit = habit_of.get(log.index, "single")
     tasks = [asyncio.create_task(browser_student(browser, server, study.code, log, args, state) if log.kind == "browser"
                                  else student(server, study.code, log, args, state)) for log in logs]
 
@@ -842,6 +946,8 @@ async def one_run(name: str, server: Server, monitor: Monitor, args) -> dict:
         "answer_to_next_s": percentiles([x for log in logs for x in log.latencies]),
         "answer_to_next_browser_s": percentiles([x for log in logs if log.kind == "browser" for x in log.latencies]),
         "browser_students": n_browser,
+        "habits": {h: sum(1 for log in logs if log.habit == h) for h in ("double-tap", "hold-key")},
+        "extra_presses_sent": sum(log.extra_presses for log in logs),
         "browser_tabs_reloaded": sum(log.reloads for log in logs),
         "browser_reload_reasons": sorted({r for log in logs for r in log.reload_reasons})[:5],
         "join_to_first_triplet_s": percentiles([log.join_s for log in logs if log.join_s is not None]),
@@ -870,7 +976,8 @@ async def main_async(args) -> dict:
            "host": args.host or host_label(), "machine": machine_info(),
            "config": {"students": args.students, "triplets": args.triplets, "join_window_s": args.join_window,
                       "pause_s": list(args.pause), "lecturer": args.lecturer, "seed": args.seed,
-                      "browser_students": args.browser_students,
+                      "browser_students": args.browser_students, "double_tappers": args.double_tappers,
+                      "key_holders": args.key_holders,
                       "server": "streamlit run app.py (the shipped .streamlit/config.toml), SQLite in a temp folder"},
            "target_p95_s": TARGET_P95_S, "runs": []}
     try:
@@ -899,6 +1006,7 @@ def _print(r: dict) -> None:
     print(f"  answers: {a['clicks_sent']} clicks, {a['acknowledged']} acknowledged, {a['stored']} stored of "
           f"{a['expected']}; duplicates {a['duplicates']}, mismatched {a['mismatched']}, press-again {a['press_again']}, "
           f"no reply in 60 s {a['no_reply_reconnected']}")
+    print(f"  habits: {r['habits']}, extra presses sent {r['extra_presses_sent']} (each must store nothing)")
     print(f"  answer → next triplet: p50 {lat['p50']} s, p95 {lat['p95']} s, max {lat['max']} s (n={lat['n']}); "
           f"join → first triplet p95 {r['join_to_first_triplet_s']['p95']} s")
     print(f"  server: {srv['cpu_s']} CPU-s over {r['wall_s']} s ({srv['cpu_percent_of_one_core']}% of a core), "
@@ -936,6 +1044,12 @@ def main(argv: list[str] | None = None) -> int:
                     help="the lecturer's open live view: a protocol client (default), Chromium, or none")
     ap.add_argument("--browser-students", type=int, default=2,
                     help="how many of the students are real Chromium tabs (the rest speak the protocol)")
+    ap.add_argument("--double-tappers", type=int, default=6,
+                    help="protocol students who tap twice (the same message again 50/150/400 ms later); "
+                         "the first Chromium student double-taps too (when this is > 0)")
+    ap.add_argument("--key-holders", type=int, default=4,
+                    help="protocol students who hold the key (the message again every 33 ms until the next "
+                         "triplet); the second Chromium student holds the key for 1 s (when this is > 0)")
     ap.add_argument("--restart-signal", choices=("TERM", "KILL"), default="TERM")
     ap.add_argument("--deadline", type=float, default=900.0,
                     help="seconds a run may take before its unfinished students are stopped and reported (900)")

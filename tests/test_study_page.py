@@ -10,6 +10,7 @@ from __future__ import annotations
 import sqlite3
 import time
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 import numpy as np
 import pytest
@@ -65,6 +66,12 @@ def _title(at) -> str:
     return at.title[0].value if at.title else ""
 
 
+def _studying(at, code: str) -> bool:
+    """The student's page of study ``code``: nothing but the study (no page title, no sidebar)."""
+    return (any(f"Study **{code}**" in c.value for c in at.caption) and not at.title
+            and not at.sidebar.children)
+
+
 def _shown_index(at) -> int | None:
     return at.session_state["study_shown"][1] if "study_shown" in at.session_state else None
 
@@ -92,7 +99,7 @@ def _mse_score(done, judgements):
 def test_root_link_lands_on_the_study_and_a_reload_keeps_the_participant(study):
     store, made, done = study
     at = _open({"study": made.code})
-    assert _title(at) == "Judge it yourself"  # "/?study=CODE" opened the study, not the default page
+    assert _studying(at, made.code)  # "/?study=CODE" opened the study, not the default page
     token = at.query_params["p"]
     assert access.valid_token(token) and at.query_params["study"] == made.code
     assert _shown_index(at) == 0
@@ -114,7 +121,7 @@ def test_root_link_lands_on_the_study_and_a_reload_keeps_the_participant(study):
     other.query_params.update({"study": made.code, "p": token})
     ok(other.run())
     ok(other.switch_page("app_pages/distortion_lab.py").run())
-    assert _title(other) == "Judge it yourself" and any("answered all 5" in s.value for s in other.success)
+    assert _studying(other, made.code) and any("answered all 5" in s.value for s in other.success)
 
 
 def test_a_student_cannot_reveal_results_or_download_answers(study):
@@ -207,14 +214,28 @@ def test_a_lecturer_creates_a_study_with_every_value_precomputed(app, tmp_path, 
     at.number_input(key="study_seed").set_value(12)
     at.multiselect(key="study_families").set_value(["blur", "jpeg-vs-noise"])
     at.toggle(key="study_reveal_each").set_value(False)
+    t0 = time.monotonic()
     ok(at.button(key="study_create").click().run())
-    code, key = at.query_params["study"], at.query_params["key"]
+    took = time.monotonic() - t0
+    code = at.query_params["study"]
+    # the lecturer link, shown once on a step of its own; the address never holds the key
+    assert "key" not in at.query_params and at.query_params["view"] == "lecturer"
+    assert any("keep your lecturer link" in s.value for s in at.subheader) and not at.get("plotly_chart")
+    link = next(c.value for c in at.code if "key=" in c.value)
+    key = parse_qs(urlsplit(link).query)["key"][0]
     store = S.StudyStore(sa.create_engine(S.sqlite_url(tmp_path)))
     made = store.study(code)
     assert (made.n_triplets, made.seed, made.reveal, made.families) == (3, 12, "end", ("blur", "jpeg-vs-noise"))
     assert store.is_lecturer(made, key) and made.lecturer_hash == S.key_hash(key)
+    assert took < 30, took  # the triplets and the pixel metrics; the learned ones follow in the background
+    ok(at.checkbox(key="study_key_kept").check().run())  # "I have kept it": the projector view
     assert any(f"Study {code} · lecturer view" in s.value for s in at.subheader)
-    assert any(key in c.value for c in at.code)  # the lecturer link, shown once
+    shown = " ".join([*(c.value for c in at.code), *(m.value for m in at.markdown), *(c.value for c in at.caption)])
+    assert key not in shown and "key" not in at.query_params and any(f"?study={code}" in c.value for c in at.code)
+    deadline = time.monotonic() + 600  # the learned metrics, computed in the background
+    while store.study(code).metrics_pending and time.monotonic() < deadline:
+        time.sleep(1)
+    assert not store.study(code).metrics_pending
     recipes = T.make_recipes(3, families=["blur", "jpeg-vs-noise"], seed=12)
     rows = store.triplets(made)
     assert [r.recipe for r in rows] == [r.to_json() for r in recipes] and all(r.ready for r in rows)
@@ -241,6 +262,17 @@ def test_a_lecturer_creates_a_study_with_every_value_precomputed(app, tmp_path, 
     del s.query_params["p"]
     ok(s.run())
     assert any("No study has the code NOSUCH" in e.value for e in s.error)
+    s.query_params["study"] = "X" * 300_000  # a long value is cut, as every other link value
+    ok(s.run())
+    said = next(e.value for e in s.error if "No study has the code" in e.value)
+    assert len(said) < 200 and "300,000 characters" in said
+    # the kept link opens the lecturer view again; the key goes from the address to the session
+    again = _open({"study": code, "key": key})
+    assert any(f"Study {code} · lecturer view" in s.value for s in again.subheader)
+    assert "key" not in again.query_params and again.query_params["view"] == "lecturer"
+    bare = _open({"study": code, "view": "lecturer"})  # the projector's address in a new session: no key, no class
+    assert not bare.get("plotly_chart") and not bare.metric
+    assert any("lecturer link you kept" in i.value for i in bare.info)
 
 
 def test_an_admin_key_limits_who_creates_studies(tmp_path, monkeypatch):
@@ -257,6 +289,9 @@ def test_an_admin_key_limits_who_creates_studies(tmp_path, monkeypatch):
     at.text_input(key="study_admin_key").input("s3cret-admin")
     ok(at.button(key="study_create").click().run())
     assert [s.code for s in store.studies()] == [at.query_params["study"]]
+    deadline = time.monotonic() + 600  # its learned metrics, in the background: done before the next test
+    while store.studies()[0].metrics_pending and time.monotonic() < deadline:
+        time.sleep(0.5)
 
 
 def test_a_study_from_before_version_3_is_prepared_once_on_first_view(tmp_path, monkeypatch):
@@ -285,7 +320,7 @@ def test_the_page_on_postgresql_through_the_documented_url(pg_url):
         at.secrets["connections"] = {"sql": {"url": pg_url}}
         at.query_params["study"] = made.code
         ok(at.run())
-        assert _title(at) == "Judge it yourself" and _shown_index(at) == 0
+        assert _studying(at, made.code) and _shown_index(at) == 0
         _answer(at, 1)
         _answer(at, 2)
         pid = access.participant_id(at.query_params["p"])
@@ -298,3 +333,59 @@ def test_the_page_on_postgresql_through_the_documented_url(pg_url):
         assert any("[connections.sql] in .streamlit/secrets.toml" in c.value.replace("\\", "") for c in lect.caption)
     finally:
         engine.dispose()
+
+
+def test_a_full_disk_or_a_read_only_database_is_said_in_words(study, tmp_path):
+    """A write refused by the disk (ENOSPC from the answer's INSERT) and a database opened read-only:
+    the student sees "not saved — press again" (no exception), nothing is stored; the lecturer's
+    view says the cause; pressed again once the disk has room, the answer is stored once."""
+    import errno
+
+    store, made, done = study
+
+    def full(conn, cursor, statement, *args):
+        if statement.lstrip().upper().startswith("INSERT INTO JUDGEMENTS"):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    at = _open({"study": made.code})
+    sa.event.listen(sa.engine.Engine, "before_cursor_execute", full)
+    try:
+        _answer(at, 1)
+        assert any("Not saved \u2014 press again" in e.value for e in at.error) and _shown_index(at) == 0
+        assert store.judgements(made) == []
+        lect = _open({"study": made.code, "key": made.lecturer_key})
+        said = " ".join(e.value for e in lect.error)
+        assert "Answers could not be saved" in said and "the disk is full" in said
+    finally:
+        sa.event.remove(sa.engine.Engine, "before_cursor_execute", full)
+    _answer(at, 1)
+    assert _shown_index(at) == 1 and not at.error
+    assert [(j.triplet, j.choice) for j in store.judgements(made)] == [(0, 1)]
+    # the same database opened read-only (as on a read-only disk; the tests run as root, so chmod would not do)
+    ro = f"sqlite:///file:{tmp_path / 'study.db'}?mode=ro&uri=true"
+    s = _app()
+    s.secrets["connections"] = {"sql": {"url": ro}}
+    s.query_params.update({"study": made.code, "p": at.query_params["p"]})
+    ok(s.run())
+    assert _shown_index(s) == 1
+    ok(s.button(key=f"study_choice_0_{_shown_index(s)}").click().run())
+    assert any("Not saved \u2014 press again" in e.value for e in s.error)
+    assert [(j.triplet, j.choice) for j in store.judgements(made)] == [(0, 1)]
+    lect = _app()
+    lect.secrets["connections"] = {"sql": {"url": ro}}
+    lect.query_params.update({"study": made.code, "key": made.lecturer_key})
+    ok(lect.run())
+    assert "the database is read-only" in " ".join(e.value for e in lect.error).replace("\\", "")
+
+
+def test_a_second_press_for_an_answered_triplet_changes_nothing(study):
+    """A tab that still shows an answered triplet (another tab of the same judge answered it): its
+    press is acknowledged as "answered already", stores nothing, and the page moves on."""
+    store, made, done = study
+    a = _open({"study": made.code})
+    token = a.query_params["p"]
+    b = _open({"study": made.code, "p": token})  # the same judge in a second tab
+    _answer(a, 0)
+    ok(b.button(key="study_choice_1_0").click().run())  # b's button was drawn for triplet 0
+    assert [(j.triplet, j.choice) for j in store.judgements(made)] == [(0, 0)]
+    assert any("Triplet 1 was answered already" in i.value for i in b.info) and _shown_index(b) == 1

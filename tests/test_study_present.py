@@ -42,6 +42,10 @@ def test_triplet_html_carries_the_three_pngs_in_order_nearest_neighbour():
     assert "<figcaption>a &amp; b</figcaption>" in present.triplet_html(ref, a, b, labels=("a & b", "R", "c"))
     with pytest.raises(ValueError, match="size must be"):
         present.triplet_html(ref, a, b, size="huge")
+    # while answering: which drawing this is (the page's answer guard) and the height it may take
+    answering = present.triplet_html(ref, a, b, index=4, draw=17, fit=present.ANSWER_FIT)
+    assert 'data-draw="17"' in answering and "data-draw" not in html
+    assert f"--lx-fit:{present.ANSWER_FIT.replace('svh', 'vh')};--lx-fit:{present.ANSWER_FIT}" in answering
     with pytest.raises(ValueError, match="labels"):
         present.triplet_html(ref, a, b, labels=("1", "2"))
 
@@ -225,3 +229,14 @@ def test_agreement_chart_draws_scores_intervals_and_the_ceiling_band():
     assert agreement_chart(_block(), n_judges=1).layout.title.text.endswith("· 1 judge")
     with pytest.raises(ValueError, match="no scored metric"):
         agreement_chart({"metrics": [], "ceiling": None})
+
+
+def test_the_compact_chart_keeps_every_name_inside_the_plot():
+    """For a phone: no left margin for names; each name an annotation above its dot, inside the plot."""
+    fig = agreement_chart(_block(), n_judges=9, compact=True)
+    assert fig.layout.margin.l == 8 and fig.layout.yaxis.showticklabels is False
+    names = [a for a in fig.layout.annotations if a.xref == "x" and a.yref == "y"]
+    assert sorted(a.text for a in names) == ["LPIPS · AlexNet", "MSE", "SSIM"]
+    assert all(a.x == fig.layout.xaxis.range[0] and a.xanchor == "left" for a in names)
+    assert "ceiling 0.78" in [a.text for a in fig.layout.annotations]
+    assert fig.layout.title.text == "Agreement with the class · 9 judges" and fig.layout.height == 56 + 48 + 40 * 3

@@ -91,19 +91,20 @@ class Holder:
 def test_schema_is_created_on_first_use(db):
     st, url = db
     insp = sa.inspect(st.engine)
-    assert set(insp.get_table_names()) == {"schema_version", "studies", "triplets", "judgements", "images"}
+    assert set(insp.get_table_names()) == {"schema_version", "studies", "triplets", "judgements", "images",
+                                               "participants"}
     assert {c["name"] for c in insp.get_columns("judgements")} == {
         "id", "study_id", "session", "triplet_idx", "choice", "response_ms", "created"}
     assert {c["name"] for c in insp.get_columns("studies")} >= {"lecturer_hash", "released", "closed"}
     assert {c["name"] for c in insp.get_columns("triplets")} >= {"ref_png", "p0_png", "p1_png", "distances"}
-    assert st.schema_version() == S.SCHEMA_VERSION == 3
+    assert st.schema_version() == S.SCHEMA_VERSION == 4
     with st.engine.connect() as c:
         if st.engine.dialect.name == "sqlite":
             assert c.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
             assert c.exec_driver_sql("PRAGMA busy_timeout").scalar() == S.BUSY_TIMEOUT_MS == 250
         else:
             assert c.exec_driver_sql("SHOW lock_timeout").scalar() == "250ms"
-    assert S.StudyStore(st.engine).ensure_schema() == 3  # a second start changes nothing
+    assert S.StudyStore(st.engine).ensure_schema() == 4  # a second start changes nothing
 
 
 def test_study_round_trip_with_images_distances_and_a_hashed_key(db, engines):
@@ -162,6 +163,113 @@ def test_one_answer_per_participant_and_triplet(db):
                        ((study, "", 1, 0), "session must be")):
         with pytest.raises(ValueError, match=match):
             st.submit(*bad)
+
+
+def test_an_answer_counts_only_for_the_current_triplet(db):
+    """The second tap of a double tap, a held key's repeat, a stale tab and a replayed message all
+    name a triplet that is not the participant's current one: acknowledged, nothing changes."""
+    st, _ = db
+    study, _ = _study(st, n=4)
+    first = st.answer(study, "s1", 0, 1, 900)
+    assert first == S.Answer(True, 0, 1)
+    for replay in range(3):  # the same message again, and again (a double tap, an auto-repeat, a replay)
+        assert st.answer(study, "s1", 0, 0, 40) == S.Answer(False, 0, 1)
+    assert st.answer(study, "s1", 2, 1, 40) == S.Answer(False, 2, 1)  # a triplet not yet shown
+    assert st.answer(study, "s1", 1, 2, 1200) == S.Answer(True, 1, 2)
+    assert st.answer(study, "s2", 0, 0) == S.Answer(True, 0, 1)  # another participant is on their own
+    assert [(j.session, j.triplet, j.choice, j.response_ms) for j in st.judgements(study)] == [
+        ("s1", 0, 1, 900), ("s1", 1, 2, 1200), ("s2", 0, 0, None)]
+    for i in (2, 3):
+        st.answer(study, "s1", i, 0)
+    assert st.answer(study, "s1", 3, 1) == S.Answer(False, 3, None)  # all answered
+    with pytest.raises(ValueError, match="index must be"):
+        st.answer(study, "s1", 4, 0)
+    st.close(study, study.lecturer_key)
+    with pytest.raises(S.StudyClosed):
+        st.answer(study, "s2", 1, 0)
+
+
+def test_participants_whose_browser_keeps_nothing_are_counted(db):
+    st, _ = db
+    study, _ = _study(st, n=2)
+    st.mark_participant(study, "kept", True)
+    st.mark_participant(study, "lost1", False)
+    st.mark_participant(study, "lost1", False)  # reported twice: one participant
+    st.mark_participant(study, "lost2", False)
+    st.mark_participant(study, "later", False)
+    st.mark_participant(study, "later", True)  # a later report says it keeps it after all
+    assert st.unkept(study) == 0  # only judges who answered count
+    for session in ("kept", "lost1", "lost2", "later", "nobody"):
+        st.answer(study, session, 0, 1)
+    assert st.unkept(study) == 2
+
+
+def test_metric_values_added_after_creation_are_merged(db):
+    st, _ = db
+    study, _ = _study(st, n=2, pngs=None, metrics_pending=True)
+    assert study.metrics_pending and st.study(study.code).metrics_pending
+    st.add_distances(study, {0: {"mse": (0.1, 0.2)}, 1: {"mse": (0.3, 0.4)}})
+    st.add_distances(study, {0: {"lpips-alex-0.1-lin-[-1,1]": (0.5, 0.6), "mse": (9.0, 9.0)}})
+    rows = st.triplets(study, images=False)
+    assert rows[0].distances == {"mse": (0.1, 0.2), "lpips-alex-0.1-lin-[-1,1]": (0.5, 0.6)}  # stored values stay
+    assert rows[1].distances == {"mse": (0.3, 0.4)}
+    st.metrics_done(study)
+    assert not st.study(study.code).metrics_pending and not _study(st)[0].metrics_pending
+
+
+def test_a_full_disk_is_said_in_words_and_stores_nothing(db, monkeypatch):
+    """SQLite's own "database or disk is full" (the file capped at its current size) and an OSError
+    ENOSPC from the write: StoreUnavailable with the cause, the fault kept for the lecturer, nothing stored."""
+    import errno
+
+    st, url = db
+    study, _ = _study(st, n=3)
+    assert st.answer(study, "s", 0, 1).stored and st.fault is None
+
+    def boom(*a, **k):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    with monkeypatch.context() as m:
+        m.setattr(st.engine, "begin", boom)
+        with pytest.raises(S.StoreUnavailable, match="the disk is full") as info:
+            st.answer(study, "s", 1, 0)
+        assert info.value.cause == "the disk is full"
+    assert st.fault.cause == "the disk is full" and st.fault.count == 1
+    if url.startswith("sqlite"):
+        capped = S.StudyStore(sa.create_engine(url))
+        sa.event.listen(capped.engine, "connect", lambda c, _r: c.execute(
+            f"PRAGMA max_page_count={c.execute('PRAGMA page_count').fetchone()[0]}"))
+        capped.engine.dispose()
+        big = "x" * 64
+        with pytest.raises(S.StoreUnavailable, match="the disk is full"):
+            for k in range(2000):  # fill the last free pages, then one more row cannot be written
+                capped.answer(study, f"{big[:40]}{k:06d}", 0, 1)
+        capped.engine.dispose()
+    assert st.answered(study, "s") == {0: 1}
+
+
+def test_a_read_only_or_vanished_database_is_said_in_words(tmp_path):
+    folder = tmp_path / "data"
+    st = S.StudyStore(sa.create_engine(S.sqlite_url(folder)))
+    study, _ = _study(st, n=3)
+    assert st.answer(study, "s", 0, 1).stored
+    # the same file opened read-only, as on a read-only disk (the tests run as root: chmod would not stop a write)
+    engine = sa.create_engine(f"sqlite:///file:{folder / 'study.db'}?mode=ro&uri=true")
+    ro = S.StudyStore(engine)
+    with pytest.raises(S.StoreUnavailable, match="read-only"):
+        ro.answer(study, "s", 1, 0)
+    assert ro.fault and "read-only" in ro.fault.cause
+    assert ro.answered(study, "s") == {0: 1}  # reading still works
+    engine.dispose()
+    import shutil
+
+    shutil.rmtree(folder)  # the folder is deleted under the running server
+    with pytest.raises(S.StoreUnavailable, match="is gone"):
+        st.answer(study, "s", 1, 0)
+    with pytest.raises(S.StoreUnavailable):
+        st.answered(study, "s")
+    assert "gone" in st.fault.cause and st.fault.count == 2
+    st.engine.dispose()
 
 
 def test_only_the_lecturer_key_releases_and_closes(db):
@@ -367,7 +475,7 @@ def test_an_old_database_is_upgraded_in_place(url, engines, version):
         if version == 2:
             c.execute(t["images"].insert().values(id="upload:abc", png=b"old-png"))
     st = S.StudyStore(engines(url))
-    assert st.schema_version() == 3
+    assert st.schema_version() == 4
     study = st.study("oldkey")
     assert (study.reveal, study.n_triplets, study.created, study.families) == ("each", 3, when, ("blur",))
     assert study.released and study.class_visible and study.closed is None and study.lecturer_hash is None
@@ -387,8 +495,8 @@ def test_an_old_database_is_upgraded_in_place(url, engines, version):
     new, _ = _study(st)  # new studies work beside the old one
     assert not st.study(new.code).released and st.is_lecturer(st.study(new.code), new.lecturer_key)
     with st.engine.begin() as c:
-        c.execute(sa.text("UPDATE schema_version SET version = 4"))
-    with pytest.raises(RuntimeError, match="schema version 4"):
+        c.execute(sa.text("UPDATE schema_version SET version = 5"))
+    with pytest.raises(RuntimeError, match="schema version 5"):
         S.StudyStore(engines(url))
 
 

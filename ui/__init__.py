@@ -11,6 +11,8 @@
 - :mod:`ui.links`: the view mirrored in the URL's query parameters (links that reproduce it).
 - :mod:`ui.fragments`: a page's interactive part as an ``st.fragment`` (its widgets rerun it alone).
 - :mod:`ui.sessions`: folders a session owns (deleted when it ends) and the server's heavy-job slots.
+- :mod:`ui.study_client`: the class study's student page in the browser (the answer guard, the
+  kept token) and its frame (:func:`ui.study_client.student_frame`).
 
 Pages import what they use from here (``import ui``; ``ui.reference()``, ``ui.md_escape(...)``).
 All computation happens in ``lpips_core``. The names are loaded on first use, so that
@@ -25,7 +27,8 @@ from typing import Any
 #: Each public name → the submodule that defines it.
 _EXPORTS: dict[str, str] = {
     **dict.fromkeys(("state", "text", "choices", "models", "pair", "widgets", "boundary", "links", "fragments",
-                     "sessions"), ""),
+                     "sessions", "study_client"), ""),
+    "student_frame": "study_client",
     **dict.fromkeys(("heavy_job", "scratch_folder", "scratch_release", "scratch_settle"), "sessions"),
     "page_fragment": "fragments",
     "error_boundary": "boundary",

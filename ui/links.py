@@ -340,12 +340,12 @@ def write(url_path: str) -> dict[str, str]:
     import streamlit as st
 
     want = current(url_path)
-    for key in all_keys():
-        have = st.query_params.get(key)
-        if key in want and have != want[key]:
-            st.query_params[key] = want[key]
-        elif key not in want and have is not None:
-            del st.query_params[key]
+    mine = all_keys()
+    have = st.query_params.to_dict()
+    if any(have.get(key) != want.get(key) for key in mine):
+        # one change of the address, not one per parameter: every change is an entry in the
+        # browser's history, and the back button would step through them one by one
+        st.query_params.from_dict({**{k: v for k, v in have.items() if k not in mine}, **want})
     st.session_state[_LAST] = dict(want)
     return want
 

@@ -19,7 +19,8 @@ _LEARNED, _CLASSIC, _BAND, _CEILING = "#1f77b4", "#8c8c8c", "rgba(44,160,44,0.18
 _ROW_PX, _TOP, _BOTTOM, _LEFT = 26, 56, 48, 190
 
 
-def agreement_chart(block: Mapping[str, Any], *, n_judges: int | None = None, title: str | None = None) -> go.Figure:
+def agreement_chart(block: Mapping[str, Any], *, n_judges: int | None = None, title: str | None = None,
+                    compact: bool = False) -> go.Figure:
     """Horizontal dots with bootstrap intervals: each metric's 2AFC agreement with the class.
 
     Args:
@@ -27,6 +28,8 @@ def agreement_chart(block: Mapping[str, Any], *, n_judges: int | None = None, ti
             ``ceiling`` (the same keys).
         n_judges: for the title (``"… (12 judges)"``).
         title: replaces the default title.
+        compact: for a phone (a column of about 360 px): each metric's name inside the chart, above
+            its dot (no left margin for the names), shorter texts, 40 px a row.
 
     The metrics are sorted best first (top); learned metrics blue dots, MSE/PSNR/SSIM grey
     diamonds (no legend: the page says so). The human ceiling is a green band (its bootstrap
@@ -65,7 +68,8 @@ def agreement_chart(block: Mapping[str, Any], *, n_judges: int | None = None, ti
         fig.add_vline(x=ceiling["score"], line_color=_CEILING, line_width=2)
         fig.add_annotation(x=ceiling["score"], y=1.0, yref="paper", yanchor="bottom", showarrow=False,
                            xanchor="left" if ceiling["score"] < 0.75 else "right",
-                           text=f"human ceiling {ceiling['score']:.2f}", font=dict(color=_CEILING, size=13))
+                           text=f"{'ceiling' if compact else 'human ceiling'} {ceiling['score']:.2f}",
+                           font=dict(color=_CEILING, size=12 if compact else 13))
         lowest = min(lowest, lo if math.isfinite(lo) else ceiling["score"])
     fig.add_vline(x=0.5, line_dash="dot", line_color="grey", line_width=1)
     fig.add_annotation(x=0.5, y=1.0, yref="paper", yanchor="bottom", xanchor="right", showarrow=False,
@@ -74,6 +78,21 @@ def agreement_chart(block: Mapping[str, Any], *, n_judges: int | None = None, ti
     if title is None:
         title = "Agreement with the class (2AFC)" + ("" if n_judges is None else
                                                      f" · {n_judges} judge{'s' * (n_judges != 1)}")
+    if compact:
+        for m in metrics:  # the name above its dot, inside the plot
+            fig.add_annotation(x=x0, y=m["label"], xref="x", yref="y", xanchor="left", yanchor="bottom", yshift=4,
+                               showarrow=False, text=m["label"], font=dict(size=12, color="#333"))
+        fig.update_layout(
+            title=dict(text=title.replace(" (2AFC)", ""), x=0, xanchor="left", font=dict(size=15)),
+            height=_TOP + _BOTTOM + 40 * len(metrics),
+            margin=dict(l=8, r=8, t=_TOP, b=_BOTTOM, autoexpand=False),
+            xaxis=dict(range=[x0, 1.0], title=dict(text="share of the class it agrees with", font=dict(size=12)),
+                       tickformat=".0%", gridcolor="rgba(128,128,128,0.2)", zeroline=False, tickfont=dict(size=11)),
+            yaxis=dict(categoryorder="array", categoryarray=labels[::-1], automargin=False, showticklabels=False,
+                       range=[-0.6, len(labels) - 0.1]),
+            showlegend=False, font=dict(size=12), plot_bgcolor="white",
+        )
+        return fig
     fig.update_layout(
         title=dict(text=title, x=0, xanchor="left", font=dict(size=17)),
         height=_TOP + _BOTTOM + _ROW_PX * len(metrics),

@@ -6,7 +6,9 @@ to the column they are in, nearest neighbour (``image-rendering: pixelated``: ev
 crisp block, never resampled smooth), copy 1, the reference and copy 2 side by side; in a column
 narrower than :data:`NARROW_PX` (a phone) the reference goes on top and the two copies side by
 side below it, so they can still be compared without scrolling. A CSS container query decides,
-so the layout follows the column's width, not the window's.
+so the layout follows the column's width, not the window's. The patch size also follows the
+window's height (``fit``): while answering, the three patches, their captions and the answer
+buttons below them stay inside the window without scrolling, from a 360 × 640 phone to a projector.
 """
 
 from __future__ import annotations
@@ -43,17 +45,23 @@ CHOICE_TEXT = {0: "1 is closer", 1: "2 is closer", 2: "can't tell"}
 NARROW_PX = 480
 #: The largest side a patch is drawn at (CSS px): ``answer`` while judging, ``large`` in the results.
 SIZES = {"answer": "min(360px, 40vh)", "large": "min(440px, 52vh)"}
+#: The window height the student's page leaves the triplet while answering (CSS): the rest holds
+#: the page's top margin, the progress line, the question, the buttons and the gaps between them.
+ANSWER_FIT = "calc(100svh - 250px)"
+#: … when a notice (an alert box, taller than the question it replaces) is shown above the triplet.
+ANSWER_FIT_NOTICE = "calc(100svh - 320px)"
 
 _CSS = """<style>
 .lx-tri{container-type:inline-size;width:100%}
 .lx-tri .lx-grid{display:grid;grid-template-columns:repeat(3,minmax(0,1fr));gap:12px;margin:0 auto;
-  max-width:calc(3 * var(--lx-max) + 24px)}
+  max-width:calc(3 * min(var(--lx-max), var(--lx-fit, 100vh) - 30px) + 24px)}
 .lx-tri figure{margin:0;min-width:0}
 .lx-tri img{display:block;width:100%;height:auto;aspect-ratio:1/1;box-sizing:border-box;
   border:1px solid rgba(128,128,128,.35);image-rendering:crisp-edges;image-rendering:pixelated}
 .lx-tri figcaption{text-align:center;font-size:.95rem;line-height:1.3;margin-top:4px}
 @container (max-width: NARROWpx){
-  .lx-tri .lx-grid{grid-template-columns:repeat(2,minmax(0,1fr))}
+  .lx-tri .lx-grid{grid-template-columns:repeat(2,minmax(0,1fr));
+    max-width:calc(2 * min(var(--lx-max), (var(--lx-fit, 200vh) - 72px) / 2) + 12px)}
   .lx-tri .lx-ref{order:-1;grid-column:1 / span 2;justify-self:center;width:calc(50% - 6px)}
 }
 </style>""".replace("NARROW", str(NARROW_PX))
@@ -64,7 +72,8 @@ def _data_uri(png: bytes, mime: str = "image/png") -> str:
 
 
 def triplet_html(ref: bytes, p0: bytes, p1: bytes, *, size: str = "answer", index: int | None = None,
-                 labels: Sequence[str] = ("1", "Reference", "2")) -> str:
+                 labels: Sequence[str] = ("1", "Reference", "2"), draw: int | None = None,
+                 fit: str | None = None) -> str:
     """The triplet as one HTML block: copy 1, the reference, copy 2 (each a PNG as a data URI).
 
     Args:
@@ -73,6 +82,10 @@ def triplet_html(ref: bytes, p0: bytes, p1: bytes, *, size: str = "answer", inde
         index: the triplet's index, kept as ``data-triplet`` on the block (tests and the load test
             read which triplet is shown).
         labels: the captions of copy 1, the reference and copy 2.
+        draw: a number that changes with every drawing of the answer view, kept as ``data-draw``
+            (the page's answer guard, :mod:`ui.study_client`, knows from it that the page has drawn again).
+        fit: the height (CSS length) the block may take: patches shrink to keep it inside
+            (:data:`ANSWER_FIT` while answering); ``None``: only ``size`` limits them.
 
     Each ``<img>`` carries ``data-patch`` = ``"1"``, ``"ref"`` or ``"2"``.
     """
@@ -87,7 +100,12 @@ def triplet_html(ref: bytes, p0: bytes, p1: bytes, *, size: str = "answer", inde
         figs.append(f'<figure class="{cls}"><img data-patch="{patch}" alt="{alt}" src="{_data_uri(png)}">'
                     f"<figcaption>{html.escape(label)}</figcaption></figure>")
     tag = "" if index is None else f' data-triplet="{int(index)}"'
-    return (f'{_CSS}<div class="lx-tri" style="--lx-max:{SIZES[size]}"{tag}><div class="lx-grid">'
+    if draw is not None:
+        tag += f' data-draw="{int(draw)}"'
+    style = f"--lx-max:{SIZES[size]}"
+    if fit is not None:  # 100svh (the height left when a phone's browser shows its bars), 100vh where unknown
+        style += f";--lx-fit:{html.escape(fit.replace('svh', 'vh'))};--lx-fit:{html.escape(fit)}"
+    return (f'{_CSS}<div class="lx-tri" style="{style}"{tag}><div class="lx-grid">'
             + "".join(figs) + "</div></div>")
 
 

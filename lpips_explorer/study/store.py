@@ -5,14 +5,16 @@ their own (a SQLite file in a temporary folder, or a throw-away PostgreSQL clust
 SQLAlchemy URL works; SQLite and PostgreSQL (``postgresql+psycopg://…``, the ``postgres`` extra)
 are tested. :func:`sqlite_url` gives the default one.
 
-Tables (schema version :data:`SCHEMA_VERSION` = 3):
+Tables (schema version :data:`SCHEMA_VERSION` = 4):
 
 - ``schema_version(version)``: one row;
-- ``studies(id, code, created, n_triplets, families, seed, reveal, lecturer_hash, released, closed)``:
+- ``studies(id, code, created, n_triplets, families, seed, reveal, lecturer_hash, released, closed,
+  metrics_pending)``:
   ``code`` the short code students type, ``families`` a JSON list, ``reveal`` ``"each"`` (metrics
   after every answer) or ``"end"``; ``lecturer_hash`` the SHA-256 of the lecturer key (the key
   itself is never stored); ``released`` whether students see the class results; ``closed`` when
   the lecturer closed it (no more answers; the class results are then shown to everyone);
+  ``metrics_pending`` while its learned metrics are still being computed after creation;
 - ``triplets(id, study_id, idx, family, recipe, digest, ref_png, p0_png, p1_png, distances)``:
   ``recipe`` the JSON of a :class:`~lpips_explorer.study.triplets.Recipe`, ``digest`` the SHA-256
   of its rendered pixels; the three 8-bit PNGs students are shown and ``distances``, the JSON
@@ -25,11 +27,14 @@ Tables (schema version :data:`SCHEMA_VERSION` = 3):
   token in the student's link; no name, no address), ``choice`` 0 (first copy), 1 (second copy)
   or 2 (can't tell); one judgement per participant and triplet: a second answer is refused and
   the first stays (:meth:`StudyStore.submit`);
-- ``images(id, png)``: uploaded source images (PNG bytes), by :func:`~lpips_explorer.study.triplets.upload_id`.
+- ``images(id, png)``: uploaded source images (PNG bytes), by :func:`~lpips_explorer.study.triplets.upload_id`;
+- ``participants(id, study_id, session, kept, created)``: whether a student's browser keeps their
+  token (``kept`` false: it keeps no cookie, so opening the bare link again makes a new judge; the
+  lecturer sees how many such judges joined). The page notes only browsers that keep none.
 
 Upgrades run in place, in one transaction, on first use (:meth:`StudyStore.ensure_schema`):
 version 1 (no ``reveal``, ``response_ms``, ``digest``, ``images``) → 2 → 3 (the lecturer columns
-and the stored images and distances). A study from before version 3 has no lecturer key: its
+and the stored images and distances) → 4 (``participants``). A study from before version 3 has no lecturer key: its
 results stay visible to everyone (``released`` is set), as they were, and its triplets get their
 images and distances when first shown (:meth:`StudyStore.fill_triplets`).
 
@@ -39,15 +44,24 @@ PostgreSQL connections a ``lock_timeout`` of the same length. A transaction that
 retried with jittered backoff until :attr:`StudyStore.deadline` (2.5 s) would pass; then
 :class:`StoreBusy` (a plain sentence, never the driver's message) reaches the caller, and nothing
 was written. An answer is one ``INSERT … ON CONFLICT DO NOTHING``: a retry, a double click or a
-resent message never stores it twice.
+resent message never stores it twice. :meth:`StudyStore.answer` (what the page calls) also takes it
+only for the participant's *current* triplet (the first one not yet answered): an answer naming any
+other triplet (a second tap, a stale tab, a replayed message) is acknowledged and changes nothing.
+
+A database that cannot take a write at all (a full or read-only disk, a database file that has
+gone, a file that is not a database) raises :class:`StoreUnavailable` with the cause in words,
+never the driver's exception; the store keeps the last fault (:attr:`StudyStore.fault`) for the
+lecturer's view.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import errno
 import hashlib
 import hmac
 import json
+import os
 import random
 import secrets
 import threading
@@ -59,7 +73,7 @@ from typing import Any, Callable, Mapping, Sequence, TypeVar
 import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 
 from lpips_explorer.study.scoring import CHOICES, stored_key
 
@@ -68,9 +82,12 @@ __all__ = [
     "CODE_ALPHABET",
     "REVEAL_MODES",
     "SCHEMA_VERSION",
+    "Answer",
+    "Fault",
     "Judgement",
     "NotLecturer",
     "StoreBusy",
+    "StoreUnavailable",
     "Study",
     "StudyClosed",
     "StudyStore",
@@ -81,7 +98,7 @@ __all__ = [
     "sqlite_url",
 ]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 REVEAL_MODES = ("each", "end")
 #: Study codes: 6 characters without look-alikes (no 0/O, 1/I/L).
 CODE_ALPHABET = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"
@@ -109,6 +126,7 @@ studies = sa.Table(
     sa.Column("lecturer_hash", sa.String(64), nullable=True),
     sa.Column("released", sa.Boolean, nullable=False, server_default=sa.false()),
     sa.Column("closed", sa.DateTime(timezone=True), nullable=True),
+    sa.Column("metrics_pending", sa.Boolean, nullable=False, server_default=sa.false()),
 )
 
 triplets = sa.Table(
@@ -145,9 +163,51 @@ images = sa.Table(
     sa.Column("png", sa.LargeBinary, nullable=False),
 )
 
+participants = sa.Table(
+    "participants", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("study_id", sa.Integer, sa.ForeignKey("studies.id", ondelete="CASCADE"), nullable=False),
+    sa.Column("session", sa.String(64), nullable=False),
+    sa.Column("kept", sa.Boolean, nullable=False),
+    sa.Column("created", sa.DateTime(timezone=True), nullable=False),
+    sa.UniqueConstraint("study_id", "session", name="uq_participant"),
+)
+
 
 class StoreBusy(RuntimeError):
     """The database stayed locked until the write's deadline; nothing was written."""
+
+
+class StoreUnavailable(RuntimeError):
+    """The database cannot be used right now (full or read-only disk, a file gone, not a database);
+    nothing was written. ``cause`` says why in words (for the lecturer and the server's owner)."""
+
+    def __init__(self, cause: str):
+        super().__init__(f"The study database cannot be used: {cause}.")
+        self.cause = cause
+
+
+@dataclass(frozen=True)
+class Fault:
+    """The last time the database refused work: ``when`` (UTC), ``cause`` in words, how many
+    refusals since ``first`` (reset after 10 minutes without one)."""
+
+    when: _dt.datetime
+    cause: str
+    count: int
+    first: _dt.datetime
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What :meth:`StudyStore.answer` did: ``stored`` (this answer is now the participant's answer
+    to ``triplet``), else it was acknowledged without a change (``triplet`` was answered already,
+    or is not the participant's current one). ``current``: the participant's first unanswered
+    triplet after the call (``None``: all answered)."""
+
+    stored: bool
+    triplet: int
+    current: int | None
 
 
 class StudyClosed(RuntimeError):
@@ -174,6 +234,7 @@ class Study:
     closed: _dt.datetime | None = None
     lecturer_hash: str | None = field(default=None, repr=False)
     lecturer_key: str | None = field(default=None, repr=False, compare=False)
+    metrics_pending: bool = False
 
     @property
     def class_visible(self) -> bool:
@@ -260,6 +321,47 @@ def _is_busy(exc: OperationalError) -> bool:
     return "database is locked" in text or "database is busy" in text or "database table is locked" in text
 
 
+#: What a driver's message or SQLSTATE means, in words (the first match wins).
+_FAULTS_SQLITE = (
+    ("database or disk is full", "the disk is full"),
+    ("readonly database", "the database is read-only (a read-only disk, folder or file)"),
+    ("unable to open database file", "the database file cannot be opened (its folder is gone or not writable)"),
+    ("disk i/o error", "a disk I/O error (the disk is full, failing or gone)"),
+    ("file is not a database", "the database file is not a database"),
+    ("malformed", "the database file is damaged"),
+    ("no such table", "the database has lost its tables (was the file replaced?)"),
+)
+_FAULTS_PG = {"53100": "the database server's disk is full", "53200": "the database server is out of memory",
+              "25006": "the database is read-only", "57P01": "the database server is shutting down",
+              "57P03": "the database server is not accepting connections yet"}
+_OS_FAULTS = {errno.ENOSPC: "the disk is full", errno.EROFS: "the disk is read-only",
+              errno.EACCES: "no permission to write the database", errno.EPERM: "no permission to write the database",
+              errno.ENOENT: "the database file is gone", errno.EIO: "a disk I/O error"}
+
+
+def fault_cause(exc: BaseException) -> str | None:
+    """The cause of a database failure in words, or ``None`` when ``exc`` is not one the store
+    turns into :class:`StoreUnavailable` (a programming error, say, stays an exception)."""
+    if isinstance(exc, OSError):
+        return _OS_FAULTS.get(exc.errno, f"the operating system refused the write ({exc.strerror or exc})")
+    if isinstance(exc, DBAPIError):
+        orig = getattr(exc, "orig", None)
+        if isinstance(orig, OSError):
+            return fault_cause(orig)
+        state = getattr(orig, "sqlstate", None)
+        if state in _FAULTS_PG:
+            return _FAULTS_PG[state]
+        if isinstance(state, str) and state.startswith("08"):
+            return "the database server cannot be reached"
+        text = str(orig if orig is not None else exc).lower()
+        for needle, cause in _FAULTS_SQLITE:
+            if needle in text:
+                return cause
+        if exc.connection_invalidated:
+            return "the connection to the database was lost"
+    return None
+
+
 def _now() -> _dt.datetime:
     return _dt.datetime.now(_dt.timezone.utc)
 
@@ -273,7 +375,7 @@ def _utc(value: _dt.datetime | None) -> _dt.datetime | None:
 
 def _study(r) -> "Study":
     return Study(r.code, _utc(r.created), r.n_triplets, tuple(json.loads(r.families)), r.seed, r.reveal, r.id,
-                 bool(r.released), _utc(r.closed), r.lecturer_hash)
+                 bool(r.released), _utc(r.closed), r.lecturer_hash, None, bool(r.metrics_pending))
 
 
 def _distances_json(d: Mapping[str, Sequence[float]]) -> str:
@@ -328,6 +430,13 @@ class StudyStore:
         if not deadline > 0:
             raise ValueError(f"deadline must be > 0 seconds, got {deadline!r}")
         self.engine, self.retries, self.backoff, self.deadline = engine, retries, float(backoff), float(deadline)
+        #: The last refusal (:class:`Fault`), for the lecturer's view; ``None`` while all is well.
+        self.fault: Fault | None = None
+        self._fault_lock = threading.Lock()
+        db = engine.url.database if engine.dialect.name == "sqlite" else None
+        #: A SQLite file that must stay where it is (a vanished file is a fault, not a new database).
+        self._file = None if not db or db == ":memory:" or db.startswith("file:") else Path(db)
+        self._watch_file = False
         listener = _LISTENERS.get(engine.dialect.name)
         if listener is not None:
             with _LISTEN_LOCK:
@@ -335,6 +444,22 @@ class StudyStore:
                     event.listen(engine, "connect", listener)
                     engine.dispose()  # connections opened before the listener get the settings too
         self.ensure_schema()
+        self._watch_file = self._file is not None and self._file.exists()
+
+    # ------------------------------------------------------------------ faults
+    def _record(self, cause: str) -> None:
+        now = _now()
+        with self._fault_lock:
+            last = self.fault
+            fresh = last is None or (now - last.when).total_seconds() > 600
+            self.fault = Fault(now, cause, 1 if fresh else last.count + 1, now if fresh else last.first)
+
+    def _unavailable(self, cause: str, exc: BaseException | None = None) -> StoreUnavailable:
+        self._record(cause)
+        err = StoreUnavailable(cause)
+        if exc is not None:
+            err.__cause__ = exc
+        return err
 
     # ------------------------------------------------------------------ transactions
     def _write(self, fn: Callable[[Connection], T], *, write: bool = True) -> T:
@@ -349,6 +474,8 @@ class StudyStore:
         lock_wait = BUSY_TIMEOUT_MS / 1000.0
         immediate = write and self.engine.dialect.name == "sqlite"
         for attempt in range(self.retries):
+            if self._watch_file and not self._file.exists():  # SQLite would write on into a deleted file
+                raise self._unavailable(f"the database file {self._file} is gone (moved or deleted)")
             try:
                 with self.engine.begin() as conn:
                     if immediate:
@@ -356,13 +483,22 @@ class StudyStore:
                     return fn(conn)
             except OperationalError as exc:
                 if not _is_busy(exc):
-                    raise
+                    cause = fault_cause(exc)
+                    if cause is None:
+                        raise
+                    raise self._unavailable(cause, exc) from exc
                 pause = min(self.backoff * 2 ** attempt, 0.25) * (0.5 + random.random())
                 late = time.monotonic() - t0 + pause + lock_wait > self.deadline
                 if late or attempt + 1 == self.retries:
+                    self._record("the database stayed locked by another writer (busy)")
                     raise StoreBusy("The study database is busy right now and your answer was not saved: "
                                     "please press again.") from exc
                 time.sleep(pause)
+            except (DBAPIError, OSError) as exc:
+                cause = fault_cause(exc)
+                if cause is None:
+                    raise
+                raise self._unavailable(cause, exc) from exc
         raise AssertionError("unreachable")
 
     def _read(self, fn: Callable[[Connection], T]) -> T:
@@ -383,10 +519,16 @@ class StudyStore:
         Raises:
             RuntimeError: the database holds a newer schema than this code knows, or foreign tables.
         """
+        def current(conn) -> bool:  # a database at this version is only read (it may be read-only)
+            return (sa.inspect(conn).has_table("schema_version")
+                    and conn.execute(sa.select(schema_version.c.version)).scalar() == SCHEMA_VERSION)
+
         for attempt in range(5):  # two servers creating the same new database at once: the loser sees the tables
             try:
+                if self._read(current):
+                    return SCHEMA_VERSION
                 return self._write(self._ensure)
-            except (OperationalError, IntegrityError, StoreBusy, sa.exc.ProgrammingError):
+            except (OperationalError, IntegrityError, StoreBusy, StoreUnavailable, sa.exc.ProgrammingError):
                 if attempt == 4:
                     raise
                 time.sleep(0.1 * (attempt + 1))
@@ -422,7 +564,7 @@ class StudyStore:
                      reveal: str = "each", digests: Sequence[str] | None = None, code: str | None = None,
                      pngs: Sequence[tuple[bytes, bytes, bytes]] | None = None,
                      distances: Sequence[Mapping[str, Sequence[float]]] | None = None,
-                     lecturer_key: str | None = None) -> Study:
+                     lecturer_key: str | None = None, metrics_pending: bool = False) -> Study:
         """Store a study and its triplets; returns it with a fresh short code (or ``code``) and its
         lecturer key (``lecturer_key``, or a fresh 192-bit one), of which only the hash is stored.
 
@@ -433,6 +575,8 @@ class StudyStore:
             pngs: each triplet's ``(reference, copy 1, copy 2)`` PNG bytes as shown to students.
             distances: each triplet's ``{spec name: (value for copy 1, value for copy 2)}``.
             lecturer_key: the key that opens the lecturer view (default: drawn here).
+            metrics_pending: the learned metrics are computed after creation (the page's background
+                job, which clears it with :meth:`metrics_done`).
 
         Raises:
             ValueError: no recipes, a bad reveal mode, lists of another length, a taken ``code``.
@@ -462,7 +606,8 @@ class StudyStore:
         def insert(conn, c):
             sid = conn.execute(studies.insert().values(
                 code=c, created=created, n_triplets=len(recipes), families=json.dumps(list(families)),
-                seed=int(seed), reveal=reveal, lecturer_hash=hashed, released=False)).inserted_primary_key[0]
+                seed=int(seed), reveal=reveal, lecturer_hash=hashed, released=False,
+                metrics_pending=bool(metrics_pending))).inserted_primary_key[0]
             conn.execute(triplets.insert(), [{"study_id": sid, **row} for row in rows])
             return sid
 
@@ -475,7 +620,8 @@ class StudyStore:
                 if code is not None:
                     raise ValueError(f"the study code {c!r} is taken") from None
                 continue
-            return Study(c, created, len(recipes), tuple(families), int(seed), reveal, sid, False, None, hashed, key)
+            return Study(c, created, len(recipes), tuple(families), int(seed), reveal, sid, False, None, hashed, key,
+                         bool(metrics_pending))
         raise RuntimeError("could not draw a free study code in 20 attempts")
 
     def study(self, code: str) -> Study | None:
@@ -590,6 +736,49 @@ class StudyStore:
 
         return self._write(write)
 
+    def answer(self, study: Study, session: str, index: int, choice: int, response_ms: int | None = None) -> Answer:
+        """Record a participant's answer to the triplet they were shown, only if it is their
+        *current* triplet: the first one they have not answered (the one the page shows).
+
+        An answer naming any other triplet (the second tap of a double tap, a key's auto-repeat, a
+        click in a stale tab, a replayed message) is acknowledged and changes nothing
+        (``Answer.stored`` false). One transaction: the study's ``closed``, the participant's answers
+        and the insert (``ON CONFLICT DO NOTHING``, so two servers racing store it once).
+
+        Raises:
+            ValueError: a bad session id, triplet index or choice.
+            StudyClosed: the lecturer has closed the study.
+            StoreBusy, StoreUnavailable: nothing was written; the student presses again.
+        """
+        if not isinstance(session, str) or not 1 <= len(session) <= 64:
+            raise ValueError(f"session must be a non-empty id of at most 64 characters, got {session!r}")
+        if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < study.n_triplets:
+            raise ValueError(f"index must be in [0, {study.n_triplets}), got {index!r}")
+        if choice not in CHOICES or isinstance(choice, bool):
+            raise ValueError(f"choice must be one of {CHOICES}, got {choice!r}")
+        if response_ms is not None:
+            response_ms = max(0, min(int(response_ms), 2**31 - 1))
+        row = {"study_id": study.id, "session": session, "triplet_idx": index, "choice": int(choice),
+               "response_ms": response_ms, "created": _now()}
+
+        def first_open(done: set[int]) -> int | None:
+            return next((i for i in range(study.n_triplets) if i not in done), None)
+
+        def write(conn) -> Answer:
+            closed = conn.execute(sa.select(studies.c.closed).where(studies.c.id == study.id)).first()
+            if closed is None or closed[0] is not None:
+                raise StudyClosed(f"study {study.code} is closed: it takes no more answers")
+            done = {int(i) for (i,) in conn.execute(sa.select(judgements.c.triplet_idx).where(
+                (judgements.c.study_id == study.id) & (judgements.c.session == session)))}
+            if first_open(done) != index:
+                return Answer(False, index, first_open(done))
+            stored = _insert_once(conn, judgements, row, ("study_id", "session", "triplet_idx"))
+            if stored:
+                done.add(index)
+            return Answer(stored, index, first_open(done))
+
+        return self._write(write)
+
     def judgements(self, study: Study, session: str | None = None) -> list[Judgement]:
         """Every judgement of the study (or of one session), in the order they were stored."""
         q = sa.select(judgements).where(judgements.c.study_id == study.id)
@@ -610,6 +799,53 @@ class StudyStore:
             judgements.c.study_id == study.id)
         n_sessions, n = self._read(lambda conn: conn.execute(q).one())
         return int(n_sessions), int(n)
+
+    # ------------------------------------------------------------------ participants' browsers
+    def mark_participant(self, study: Study, session: str, kept: bool) -> None:
+        """Note whether this participant's browser keeps their token (a cookie); a browser that
+        once said it keeps it stays "kept"."""
+        if not isinstance(session, str) or not 1 <= len(session) <= 64:
+            raise ValueError(f"session must be a non-empty id of at most 64 characters, got {session!r}")
+        row = {"study_id": study.id, "session": session, "kept": bool(kept), "created": _now()}
+
+        def write(conn) -> None:
+            if not _insert_once(conn, participants, row, ("study_id", "session")) and kept:
+                conn.execute(participants.update().where((participants.c.study_id == study.id)
+                                                         & (participants.c.session == session)).values(kept=True))
+
+        self._write(write)
+
+    def unkept(self, study: Study) -> int:
+        """How many participants who answered said their browser keeps nothing (opening the bare
+        link again would have made them a new judge)."""
+        answered = sa.select(judgements.c.session).where(judgements.c.study_id == study.id).distinct()
+        q = sa.select(sa.func.count()).select_from(participants).where(
+            (participants.c.study_id == study.id) & participants.c.kept.is_(False)
+            & participants.c.session.in_(answered))
+        return int(self._read(lambda conn: conn.execute(q).scalar()))
+
+    # ------------------------------------------------------------------ metric values added later
+    def add_distances(self, study: Study, values: Mapping[int, Mapping[str, Sequence[float]]]) -> None:
+        """Merge metric values into stored triplets (``{index: {spec name: (copy 1, copy 2)}}``):
+        the metrics a study computes after it was created (values already stored stay)."""
+        if not values:
+            return
+
+        def write(conn) -> None:
+            rows = conn.execute(sa.select(triplets.c.idx, triplets.c.distances).where(
+                (triplets.c.study_id == study.id) & triplets.c.idx.in_([int(i) for i in values]))).all()
+            for idx, text in rows:
+                have = json.loads(text) if text else {}
+                merged = {**{k: list(map(float, v)) for k, v in values[idx].items()}, **have}
+                conn.execute(triplets.update().where((triplets.c.study_id == study.id) & (triplets.c.idx == idx))
+                             .values(distances=_distances_json(merged)))
+
+        self._write(write)
+
+    def metrics_done(self, study: Study) -> None:
+        """The learned metrics computed after creation are all stored (or given up): clear ``metrics_pending``."""
+        self._write(lambda conn: conn.execute(studies.update().where(studies.c.id == study.id)
+                                              .values(metrics_pending=False)))
 
     # ------------------------------------------------------------------ uploaded images
     def put_image(self, image_id: str, png: bytes) -> None:
@@ -684,5 +920,12 @@ def _upgrade_2_to_3(conn: Connection) -> None:
     conn.execute(studies.update().values(released=True))
 
 
+def _upgrade_3_to_4(conn: Connection) -> None:
+    """v3 → v4: the ``participants`` table (whether a student's browser keeps their token) and
+    ``studies.metrics_pending`` (learned metrics still to compute after creation)."""
+    participants.create(conn, checkfirst=True)
+    _add_column(conn, "studies", studies.c.metrics_pending)
+
+
 #: ``version → step`` taking a database from ``version`` to ``version + 1`` (inside one transaction).
-UPGRADES: dict[int, Callable[[Connection], None]] = {1: _upgrade_1_to_2, 2: _upgrade_2_to_3}
+UPGRADES: dict[int, Callable[[Connection], None]] = {1: _upgrade_1_to_2, 2: _upgrade_2_to_3, 3: _upgrade_3_to_4}
