@@ -39,8 +39,9 @@ import ui
 from lpips_core.images import ImageLoadError, image_to_png_bytes, load_image
 from lpips_core.spec import standard_specs
 from lpips_explorer import environment
-from lpips_explorer.figures.study import agreement_chart
+from lpips_explorer.figures.study import agreement_chart, lin_weights_chart
 from lpips_explorer.study import access, present, scoring
+from lpips_explorer.study import fit as class_fit
 from lpips_explorer.study import prepare as prep
 from lpips_explorer.study import store as study_store
 from lpips_explorer.study import triplets as T
@@ -511,10 +512,58 @@ def _live_view(store, code: str) -> None:
                    f"{unkept} of the {len(per)} students answered in a browser that keeps no cookie (cookies blocked): "
                    "if one of them opened the link again, they were counted again, as a new judge.")
     _class_results(store, study, rows, lecturer=True)
+    _fit_ours(study, rows, judged)
     families = [r.family for r in rows]
     st.download_button("Every answer (CSV)", lambda: present.judgements_csv(study.code, store.judgements(study),
                                                                             families),
                        f"study-{study.code}-answers.csv", "text/csv", key="study_dl_csv", on_click="ignore")
+
+
+FIT_KEY = "study_fit"
+
+
+def _fit_ours(study, rows, judged) -> None:
+    """Once the results are released: lin weights fitted to the class's answers ("our own
+    LPIPS"), per layer beside the published ones, the cross-validated agreement of ours, the
+    published weights and the baseline with intervals, and the weights to download."""
+    if not judged or not (study.released or study.closed is not None):
+        return
+    st.subheader("Fit our own LPIPS")
+    st.caption("LPIPS weights each channel of AlexNet's features; the paper fitted those weights to people's "
+               "answers like these. Fit them to this class's answers: each triplet is scored by weights fitted "
+               "without it (cross-validation), beside the published weights and the unweighted baseline.")
+    if st.button("Fit our own LPIPS", key="study_fit_button", icon=":material/model_training:"):
+        model = ui.get_model("lpips-alex-baseline", quiet=True)
+        if model is None:
+            st.warning("The AlexNet weights are not available on this server.", icon=":material/cloud_off:")
+            return
+        with st.spinner("Fitting to the class's answers…"):
+            try:
+                report = class_fit.fit_class(model, rows, judged)
+            except ValueError as exc:
+                st.warning(ui.md_escape(str(exc)))
+                return
+        st.session_state[FIT_KEY] = {"code": study.code, "answers": len(judged), "report": report}
+    held = st.session_state.get(FIT_KEY)
+    if not held or held["code"] != study.code:
+        return
+    rep = held["report"]
+    cv = rep["cross_validation"]
+    st.plotly_chart(lin_weights_chart(rep["layers"], net=rep["net"]), key="study_fit_chart",
+                    config={"displayModeBar": False})
+    if cv:
+        table = [{"weights": label, "2AFC agreement": f"{cv[k]['score']:.3f}",
+                  "95% interval": f"{cv[k]['ci95'][0]:.3f} – {cv[k]['ci95'][1]:.3f}"}
+                 for k, label in (("fitted", "ours (cross-validated)"), ("published", "published"),
+                                  ("baseline", "baseline (all weights 1)"), ("human_ceiling", "human ceiling"))]
+        st.table(pd.DataFrame(table).set_index("weights"))
+        st.caption(f"{rep['triplets']} triplets, {rep['judges']} judges, {cv['folds']}-fold: "
+                   f"{ui.md_escape(cv['verdict'])}. Intervals: bootstrap over triplets.")
+    if held["answers"] != len(judged):
+        st.caption(f"Fitted on {held['answers']} answers; there are {len(judged)} now: press the button again.")
+    st.download_button("Our LPIPS weights (.pth)", rep["weights"], f"study-{study.code}-lin-alex.pth",
+                       "application/octet-stream", key="study_fit_download", on_click="ignore",
+                       help="LPIPS('alex', lin_path=FILE), or the reference package's lpips.LPIPS(model_path=FILE)")
 
 
 def _fault(store) -> None:

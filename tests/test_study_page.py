@@ -389,3 +389,40 @@ def test_a_second_press_for_an_answered_triplet_changes_nothing(study):
     ok(b.button(key="study_choice_1_0").click().run())  # b's button was drawn for triplet 0
     assert [(j.triplet, j.choice) for j in store.judgements(made)] == [(0, 0)]
     assert any("Triplet 1 was answered already" in i.value for i in b.info) and _shown_index(b) == 1
+
+
+def test_after_release_the_lecturer_fits_our_own_lpips(study):
+    """Simulated answers, released: "Fit our own LPIPS" shows the per-layer chart, the three
+    cross-validated agreements with intervals and the human ceiling, and the weights to download,
+    which load as LPIPS lin weights and equal what the library fits on the same answers."""
+    import io
+
+    import torch
+
+    from lpips_core import LPIPS, twoafc
+    from lpips_explorer.study import fit as class_fit
+
+    store, made, done = study
+    for choices in ([1, 0, 2, 1, 1], [0, 0, 1, 1, 0], [1, 0, 1, 1, 1]):
+        s = _open({"study": made.code})
+        for c in choices:
+            _answer(s, c)
+    lect = _open({"study": made.code, "key": made.lecturer_key})
+    assert not [b for b in lect.button if b.key == "study_fit_button"]  # only once released
+    ok(lect.toggle(key="study_released").set_value(True).run())
+    ok(lect.button(key="study_fit_button").click().run())
+    assert any(s.value == "Fit our own LPIPS" for s in lect.subheader)
+    table = lect.table[-1].value
+    assert list(table.index) == ["ours (cross-validated)", "published", "baseline (all weights 1)", "human ceiling"]
+    assert any("5 triplets, 3 judges, 5-fold" in c.value for c in lect.caption)
+    charts = [c for c in lect.get("plotly_chart") if "Mean channel weight" in c.proto.spec]
+    assert charts
+    report = lect.session_state["study_fit"]["report"]
+    weights = torch.load(io.BytesIO(report["weights"]), map_location="cpu", weights_only=True)
+    assert [tuple(v.shape) for v in weights.values()] == [(1, c, 1, 1) for c in (64, 192, 384, 256, 256)]
+    assert all(bool((v >= 0).all()) for v in weights.values())
+    want = class_fit.fit_class(LPIPS("alex", lin=False, device="cpu"), store.triplets(made), store.judgements(made))
+    assert report["cross_validation"] == want["cross_validation"]
+    assert report["weights"] == want["weights"] == twoafc.lin_bytes(
+        np.split(np.concatenate([np.frombuffer(v.numpy().tobytes(), np.float32) for v in weights.values()]),
+                 np.cumsum([64, 192, 384, 256])))

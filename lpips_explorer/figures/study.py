@@ -14,7 +14,7 @@ import plotly.graph_objects as go
 
 from lpips_core.spec import CLASSIC
 
-__all__ = ["agreement_chart"]
+__all__ = ["agreement_chart", "lin_weights_chart"]
 _LEARNED, _CLASSIC, _BAND, _CEILING = "#1f77b4", "#8c8c8c", "rgba(44,160,44,0.18)", "#2ca02c"
 _ROW_PX, _TOP, _BOTTOM, _LEFT = 26, 56, 48, 190
 
@@ -102,4 +102,18 @@ def agreement_chart(block: Mapping[str, Any], *, n_judges: int | None = None, ti
         yaxis=dict(categoryorder="array", categoryarray=labels[::-1], automargin=False, tickfont=dict(size=13)),
         showlegend=False, font=dict(size=13), plot_bgcolor="white",
     )
+    return fig
+
+
+def lin_weights_chart(layers: list[Mapping[str, Any]], *, net: str = "alex") -> go.Figure:
+    """The class's fitted lin weights beside the published ones: per layer the mean channel weight
+    (``layers``: ``[{"layer", "published", "fitted"}]``, as :func:`lpips_explorer.study.fit.fit_class` gives)."""
+    names = [str(x["layer"]) for x in layers]
+    fig = go.Figure([
+        go.Bar(name="published (the paper's)", x=names, y=[x["published"] for x in layers], marker_color="#9aa5b1"),
+        go.Bar(name="ours (fitted to this class)", x=names, y=[x["fitted"] for x in layers], marker_color="#d62728"),
+    ])
+    fig.update_layout(barmode="group", height=300, margin=dict(l=50, r=10, t=40, b=40),
+                      title=dict(text=f"Mean channel weight per layer ({net})", font=dict(size=14)),
+                      yaxis_title="mean weight", legend=dict(orientation="h", y=-0.25, x=0))
     return fig

@@ -294,3 +294,50 @@ def test_the_key_never_reaches_the_projector(study_server, browser):
         server.assert_healthy()
     finally:
         lect.page.context.close()
+
+
+def test_the_lecturer_fits_our_own_lpips_after_release(study_server, browser):
+    """Issue 42 in the room: 20 simulated judges answer an 8-triplet study (seeded votes, 80 % for
+    the second copy on odd triplets, 30 % on even ones), the lecturer releases the results and
+    presses "Fit our own LPIPS" at 1024×768: the per-layer chart, the three cross-validated
+    agreements with intervals and the human ceiling, and the weights' download are on the page."""
+    import numpy as np
+
+    server, store = study_server
+    made = _new_study(store, 8, seed=42, reveal="end")
+    study = store.study(made.code)
+    rng = np.random.default_rng(0)
+    for j in range(20):
+        session = access.participant_id(access.new_token())
+        for i in range(study.n_triplets):
+            store.answer(study, session, i, int(rng.random() < (0.8 if i % 2 else 0.3)))
+    store.release(study, made.lecturer_key, True)
+    lect = AppPage(browser.new_context(viewport={"width": 1024, "height": 768}).new_page(), server)
+    try:
+        lect.open(f"judge_it_yourself?study={made.code}&key={made.lecturer_key}", check_frame=False)
+        lect.wait_until(lambda: "lecturer view" in lect.main_text(), "the lecturer view")
+        button = lect.page.get_by_role("button", name="Fit our own LPIPS")
+        button.scroll_into_view_if_needed()
+        t0 = time.monotonic()
+        lect.rerun(lambda: button.click())
+        lect.wait_until(lambda: "ours (cross-validated)" in lect.main_text(), "the fitted agreements", timeout=120)
+        took = time.monotonic() - t0
+        text = lect.main_text()
+        for row in ("ours (cross-validated)", "published", "baseline (all weights 1)", "human ceiling"):
+            assert row in text
+        assert "8 triplets, 20 judges, 5-fold" in text and took < 30, took
+        assert lect.page.locator(".js-plotly-plot .gtitle", has_text="Mean channel weight").count() == 1
+        dl = lect.page.get_by_role("button", name="Our LPIPS weights (.pth)")
+        assert dl.count() == 1
+        dl.scroll_into_view_if_needed()
+        lect.page.screenshot(path=str(OUT / "study-fit-ours-1024.png"))
+        with lect.page.expect_download() as got:
+            dl.click()
+        path = got.value.path()
+        import torch
+
+        weights = torch.load(path, map_location="cpu", weights_only=True)
+        assert [tuple(v.shape) for v in weights.values()] == [(1, c, 1, 1) for c in (64, 192, 384, 256, 256)]
+        server.assert_healthy()
+    finally:
+        lect.page.context.close()
