@@ -33,6 +33,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 import torch
 
+from lpips_core import twoafc
 from lpips_core.spec import MetricSpec, parse_spec
 from lpips_core.sweeps import metric_many
 
@@ -157,13 +158,7 @@ def bootstrap_ci(scores: Any, *, n_boot: int = 2000, seed: int = 0, level: float
         raise ValueError(f"n_boot must be an int >= 1, got {n_boot!r}")
     if not 0 < level < 1:
         raise ValueError(f"level must be in (0, 1), got {level!r}")
-    if s.size == 0:
-        return float("nan"), float("nan")
-    rng = np.random.default_rng(seed)
-    means = s[rng.integers(0, s.size, size=(int(n_boot), s.size))].mean(axis=1)
-    tail = (1.0 - level) / 2.0 * 100.0
-    lo, hi = np.percentile(means, [tail, 100.0 - tail])
-    return float(lo), float(hi)
+    return twoafc.bootstrap_ci(s, n_boot=int(n_boot), seed=seed, level=level)
 
 
 # --------------------------------------------------------------------------- which metrics
