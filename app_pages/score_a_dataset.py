@@ -212,8 +212,8 @@ def run_explain(disc, reported: float, written: str | None, search_all: bool, ne
     bar = st.progress(0.0, text=f"Scoring {len(disc.pairs)} pairs under every configuration…")
     ex = explain(disc, reported, name=written or None, use_name=not search_all, nets=nets,
                  sizes=[None if s == "native" else s for s in sizes], mismatch=mismatch, models=models,
-                 workers=0, progress=lambda d, t: bar.progress(d / t if t else 1.0,
-                                                                   text=f"{d} of {t} pairs scored"))
+                 workers=0, race=not search_all, exact_rows=TOP,
+                 status=lambda p: bar.progress(p.done / p.total if p.total else 1.0, text=p.text))
     bar.empty()
     return ex.to_json()
 
@@ -232,8 +232,8 @@ def explain_section(result: dict, signature: tuple) -> None:
                             placeholder='e.g. "LPIPS (VGG)" or "LPIPS-Alex v0.0"')
     target = c3.selectbox("Pairs of", list(result["discoveries"]), key="ds_explain_method")
     reading = view.name_reading(written, available)
-    search_all = st.checkbox("Search every configuration (the name only marks the rows that match it)",
-                             key="ds_explain_all", on_change=_nets_follow_name)
+    search_all = st.checkbox("Search every configuration on every pair (the name only marks the rows that match "
+                             "it; no configuration drops out)", key="ds_explain_all", on_change=_nets_follow_name)
     st.caption(reading.text + ("" if not reading.narrows else " Every configuration is searched; ✓ marks the rows "
                                "that match it." if search_all else " The search is narrowed to that (the "
                                "backbones below can be changed)."))
@@ -277,6 +277,13 @@ def explain_section(result: dict, signature: tuple) -> None:
                "here (e.g. 256 px on 256 px images and native), merged into the row"
                + ("; ✓: matches the written name." if ex["name"] else ".")
                + " A match means something only when few configurations hold the value.")
+    race = ex.get("race") or {}
+    if race.get("raced"):
+        st.caption(f"Raced: {race['dropped']} of {race['configurations']} configurations dropped out as the pairs "
+                   "came in (their running mean could not reach the value)"
+                   + (f", {race['finished']} more were checked back in and finished" if race["finished"] else "")
+                   + f"; {race['passes']} of {race['passes_full']} pair passes ran. The first {TOP} rows "
+                   "and the verdict are the full search's; *Search every configuration on every pair* computes all.")
     if ex["unavailable"]:
         st.caption("Not searched: " + "; ".join(f"{ui.NET_LABELS.get(k, k)} ({ui.md_escape(v)})"
                                                 for k, v in ex["unavailable"].items()))

@@ -112,16 +112,21 @@ def explain_frame(explained: dict, *, top: int | None = None) -> pd.DataFrame:
     value), ``name`` (``✓`` where the row matches the written name; left out when no name was
     given), ``same values`` (the labels of the configurations that give the same numbers on this
     data, merged into this row; the long text last, so the short columns stay in view) and
-    ``spec`` (the row's spec name, for ``--metrics``).
+    ``spec`` (the row's spec name, for ``--metrics``). When a row the race dropped is among them,
+    ``scored`` says over how many pairs its numbers are (``"6 of 12 pairs (dropped)"``).
     """
     rows = []
     named = explained.get("name") is not None
-    for c in explained["candidates"][:top]:
+    shown = explained["candidates"][:top]
+    partial = any(not c.get("complete", True) for c in shown)
+    for c in shown:
         lo, hi = c["ci95"]
         row = {"★": "★" if c["holds_reported"] else "", "configuration": c["label"], "mean": c["mean"],
                "95% CI": "—" if lo is None else f"{lo:.4f}–{hi:.4f}", "z": c["z"]}
         if named:
             row["name"] = "✓" if c["matches_name"] else ""
+        if partial:
+            row["scored"] = "" if c.get("complete", True) else f"{c['n']} of {explained['pairs']} pairs (dropped)"
         row["same values"] = _labels(c["same"][1:])
         row["spec"] = c["config"]
         rows.append(row)

@@ -6,12 +6,13 @@
     python -m lpips_core score REFERENCE.png TEST_DIR    # one reference against a folder
     python -m lpips_core diversity DIR [--matrix D.npy]     # LPIPS/ST-LPIPS: all pairs via the Gram matrix
     python -m lpips_core diversity DIR --sample 1000 --seed 0   # pairs one by one (any metric)
-    python -m lpips_core explain REFERENCE_DIR TEST_DIR --reported 0.109 [--name "LPIPS (VGG)"] [--size 128]
+    python -m lpips_core explain REFERENCE_DIR TEST_DIR --reported 0.109 [--name "LPIPS (VGG)"] [--size 128] [--all]
     python -m lpips_core merge rows.csv rows.0.csv rows.1.csv rows.2.csv
 
 The first folder holds the references (ground truth), the second the test images (a method's
 outputs); the order matters (``--mismatch resize`` resizes each test image to its reference's
-size). A progress bar (tqdm, pairs/s) goes to stderr when it is a terminal; the summary table to
+size). A progress bar (tqdm: pairs/s; explain: pair × configuration scores, with the configurations
+left) goes to stderr when it is a terminal; the summary table to
 stdout, or one JSON object with ``--json``. Every error — bad arguments, an unreadable folder,
 missing weights — exits with status 2 and one line on stderr, ``error: ...``.
 :func:`add_parsers` registers the subcommands on the main parser's subparsers; :func:`run`
@@ -164,7 +165,11 @@ def add_parsers(subparsers) -> None:
     e.add_argument("--reported", type=_reported, required=True, help="the reported mean, e.g. 0.109")
     e.add_argument("--name", default=None, help='the metric as the paper wrote it, e.g. "LPIPS (VGG)": '
                    "the search is narrowed to what it says (backbone, version, baseline)")
-    e.add_argument("--all", action="store_true", help="search every configuration; --name only marks matches")
+    e.add_argument("--all", action="store_true", help="search every configuration on every pair (no race); "
+                   "--name only marks matches")
+    e.add_argument("--no-race", action="store_true", help="score every configuration of the search on every pair "
+                   "(exact, slower); by default configurations that cannot reach --reported drop out as the pairs "
+                   "come in, the first --top rows and the verdict staying those of the full search")
     e.add_argument("--nets", default=None, help="comma-separated backbones to try (default: what --name says, "
                    "else all available)")
     e.add_argument("--size", type=_size, default=None, help="one more size to try besides native, 64 and 256")
@@ -220,10 +225,10 @@ def _say(line: str) -> None:
 class _Bar:
     """A tqdm bar on stderr (pairs/s), shown only when stderr is a terminal."""
 
-    def __init__(self, desc: str):
+    def __init__(self, desc: str, unit: str = "pair"):
         from tqdm import tqdm
 
-        self._bar = tqdm(desc=desc, unit="pair", file=sys.stderr, disable=None, dynamic_ncols=True, leave=False)
+        self._bar = tqdm(desc=desc, unit=unit, file=sys.stderr, disable=None, dynamic_ncols=True, leave=False)
 
     def __call__(self, done: int, total: int) -> None:
         if self._bar.total != total:
@@ -231,6 +236,11 @@ class _Bar:
             self._bar.update(done)
         else:
             self._bar.update(done - self._bar.n)
+
+    def status(self, state) -> None:
+        """Explain's :class:`~lpips_core.datasets.explain.ExplainProgress`: configurations and pairs as the postfix."""
+        self._bar.set_postfix_str(f"{state.left}/{state.configurations} configurations left, "
+                                  f"{state.pairs_done}/{state.pairs} pairs", refresh=False)
 
     def close(self) -> None:
         self._bar.close()
@@ -317,11 +327,12 @@ def _explain(args) -> dict:
 
     disc = _discover(args)
     nets = None if args.nets is None else [n.strip() for n in args.nets.split(",") if n.strip()]
-    bar = _Bar("explain")
+    bar = _Bar("explain", unit="score")
     try:
         res = explain(disc, args.reported, name=args.name, use_name=not args.all, nets=nets, extra_size=args.size,
                       mismatch=args.mismatch, sample=args.sample, seed=args.seed, batch_size=args.batch_size,
-                      workers=args.workers, lanes=args.lanes, device=args.device, progress=bar)
+                      workers=args.workers, lanes=args.lanes, device=args.device, progress=bar,
+                      race=not (args.all or args.no_race), exact_rows=args.top, status=bar.status)
     finally:
         bar.close()
     return res.to_json(top=args.top)
@@ -347,14 +358,24 @@ def _print_explain(out: dict) -> None:
         lo, hi = c["ci95"]
         ci = f"[{_fmt(lo)}, {_fmt(hi)}]"
         z = "—" if c["z"] is None else f"{c['z']:.2f}"
-        mark = ("*" if c["holds_reported"] else " ") + ("m" if c["matches_name"] else " ")
+        mark = ("*" if c["holds_reported"] else " " if c.get("complete", True) else "~") + \
+            ("m" if c["matches_name"] else " ")
+        dropped = "" if c.get("complete", True) else f"  (dropped after {c['n']} of {out['pairs']} pairs)"
         _say(f"{mark}{c['config']:<{width}}  {_fmt(c['mean']):>10}  {_fmt(c['std']):>10}  {ci:>22}  "
-              f"{c['distance']:>9.2g}  {z:>7}")
+              f"{c['distance']:>9.2g}  {z:>7}{dropped}")
         for other in c["same"][1:]:
             _say(f"   = {other} (the same values on this data)")
     _say("*: the 95% CI of the mean holds the reported value; m: matches the name; "
-          "z: standard errors from the reported value")
+          "z: standard errors from the reported value"
+          + ("; ~: dropped by the race (its values over the pairs it scored)"
+             if any(not c.get("complete", True) for c in cands) else ""))
     _say(out["sentence"])
+    race = out.get("race") or {}
+    if race.get("raced"):
+        _say(f"raced: {race['dropped']} of {race['configurations']} configurations dropped out"
+             + (f" ({race['finished']} more sent back by the check and finished)" if race["finished"] else "")
+             + f"; {race['passes']} of {race['passes_full']} pair passes run; the first {race['exact_rows']} rows "
+             "and the verdict are the full search's (--no-race: every configuration on every pair)")
     if out["unavailable"]:
         _say("not tried: " + "; ".join(f"{k} ({v})" for k, v in out["unavailable"].items()))
     if out["skipped"]:

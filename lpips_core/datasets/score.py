@@ -116,6 +116,15 @@ class Scorer:
             if s.learned:
                 self.passes.setdefault(s.pass_key, []).append(s)
         self._models = dict(models or {})
+        #: the names of the specs to compute (``None``: all); the others' columns stay ``None``.
+        #: A pass shared with a computed spec is still run as a full run would run it (the native
+        #: pass that a size equal to the native size takes its values from), so every computed
+        #: value equals the one computed with every spec active (explain's race relies on it).
+        self.active: frozenset[str] | None = None
+        #: ``on_pass(pairs, specs)``, called in the process that runs it after each network pass
+        #: of a bucket (or each copy of a twin's values) with the bucket's pair count and the
+        #: number of active specs that pass gave values to (explain's progress).
+        self.on_pass: Callable[[int, int], None] | None = None
 
     def model(self, spec: MetricSpec):
         """The (cached) model of ``spec``'s metric, net and version, with its lin weights."""
@@ -174,21 +183,36 @@ class Scorer:
         values: dict[int, dict[str, float]] = {d.index: {} for d in ds}
         native = tuple(a01.shape[-2:])
         seen: dict[tuple, list[MetricSpec]] = {}
-        for key, specs in self.passes.items():
+
+        def shared(key: tuple) -> tuple:
             # a size that is this bucket's native size is the native pass: computed once, its
             # values given to both (they differ only in the lin/baseline head)
             size = key[-1] if key[-1] is None or parse_size(key[-1], native) != native else None
-            twin = seen.get(key[:-1] + (size,))
+            return key[:-1] + (size,)
+
+        active = self.active
+        # with some specs inactive: the (shared pass, head) each active spec needs; a pass runs
+        # for those only, in the order and on the route a full run takes
+        need = None if active is None else {(shared(k), s.lin) for k, specs in self.passes.items()
+                                            for s in specs if s.name in active}
+        for key, specs in self.passes.items():
+            key_shared = shared(key)
+            if need is not None:
+                specs = [s for s in specs if (key_shared, s.lin) in need]
+                if not specs:
+                    continue
+            twin = seen.get(key_shared)
             if twin is not None:
                 by_lin = {s.lin: s.name for s in twin}
                 for d in ds:
                     row = values[d.index]
                     row.update({s.name: row.get(by_lin.get(s.lin)) for s in specs if s.lin in by_lin})
+                self._passed(len(ds), [s for s in specs if s.lin in by_lin])
                 missing = [s for s in specs if s.lin not in by_lin]
                 if not missing:
                     continue
                 specs = missing
-            seen.setdefault(key[:-1] + (size,), []).extend(specs)
+            seen.setdefault(key_shared, []).extend(specs)
             try:
                 res = self._pass(specs, a01, b01)
             except Exception as exc:
@@ -207,10 +231,19 @@ class Scorer:
                         d.error_kind, d.error = _kind(exc), f"{specs[0].name}: {' '.join(str(exc).split())}"
                         continue
                     values[d.index].update({k: float(v[0]) for k, v in one.items()})
+                self._passed(len(ds), specs)
                 continue
             for j, d in enumerate(ds):
                 values[d.index].update({k: float(v[j]) for k, v in res.items()})
+            self._passed(len(ds), specs)
         return values
+
+    def _passed(self, pairs: int, specs: list[MetricSpec]) -> None:
+        if self.on_pass is not None and specs:
+            active = self.active
+            n = len(specs) if active is None else sum(s.name in active for s in specs)
+            if n:
+                self.on_pass(pairs, n)
 
     def score_block(self, items: Sequence[Decoded]) -> list[dict]:
         """Rows (sorted by index) for one block of decoded pairs."""
