@@ -643,9 +643,9 @@ class LearnedMetric(nn.Module):
 
         When exactly one input requires grad (a loss against a fixed target, the usual case), the
         other goes through the network on its own, without a graph (:meth:`_fixed_maps`): in one
-        batch with the first, autograd would carry the backward pass through its half too (the
-        training step took 1.42× the reference's time for four AlexNet pairs of 256 px, 1.47× for
-        one VGG16 pair). Otherwise both sides share one batch (a batch of 1 expanded).
+        batch with the first, autograd would carry the backward pass through its half too, which
+        costs about as much again (docs/performance.md). Otherwise both sides share one batch (a
+        batch of 1 expanded).
         """
         x, y = self._check_input(x, "x"), self._check_input(y, "y")
         self._check_sizes(x, y)
