@@ -122,7 +122,8 @@ def test_error_lines_escape_names(capsys, tmp_path, command):
     bad = str(tmp_path / "no\x1b]0;pwned\x07\n  0.000000  forged")
     code, out, err = _run(capsys, *[a.replace("{bad}", bad) for a in command])
     assert code == 2 and out == ""
-    assert len(err.splitlines()) == 1 and err.startswith("error: ")
+    errors = [line for line in err.splitlines() if not line.startswith("lpips-explorer: ")]  # the app's log lines
+    assert len(errors) == 1 and errors[0].startswith("error: ")
     assert "\x1b" not in err and "\x07" not in err and "\\x1b]0;pwned" in err
 
 

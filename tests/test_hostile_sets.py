@@ -584,7 +584,7 @@ def test_a_study_database_of_schema_version_0_gets_a_clear_message(tmp_path):
     with sqlite3.connect(tmp_path / "study.db") as raw:
         raw.execute("UPDATE schema_version SET version = 0")
     with pytest.raises(RuntimeError, match=r"the study database has schema version '0', which no version of LPIPS "
-                                           r"Explorer wrote \(known: 1, 2, 3\)"):
+                                           r"Explorer wrote \(known: 1, 2, 3, 4\)"):
         S.StudyStore(sa.create_engine(url))
 
 
