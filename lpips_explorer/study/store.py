@@ -717,16 +717,7 @@ class StudyStore:
             StudyClosed: the lecturer has closed the study.
             StoreBusy: the database stayed locked until the deadline; nothing was written.
         """
-        if not isinstance(session, str) or not 1 <= len(session) <= 64:
-            raise ValueError(f"session must be a non-empty id of at most 64 characters, got {session!r}")
-        if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < study.n_triplets:
-            raise ValueError(f"index must be in [0, {study.n_triplets}), got {index!r}")
-        if choice not in CHOICES or isinstance(choice, bool):
-            raise ValueError(f"choice must be one of {CHOICES}, got {choice!r}")
-        if response_ms is not None:
-            response_ms = max(0, min(int(response_ms), 2**31 - 1))
-        row = {"study_id": study.id, "session": session, "triplet_idx": index, "choice": int(choice),
-               "response_ms": response_ms, "created": _now()}
+        row = _judgement_row(study, session, index, choice, response_ms)
 
         def write(conn) -> bool:
             closed = conn.execute(sa.select(studies.c.closed).where(studies.c.id == study.id)).first()
@@ -750,16 +741,7 @@ class StudyStore:
             StudyClosed: the lecturer has closed the study.
             StoreBusy, StoreUnavailable: nothing was written; the student presses again.
         """
-        if not isinstance(session, str) or not 1 <= len(session) <= 64:
-            raise ValueError(f"session must be a non-empty id of at most 64 characters, got {session!r}")
-        if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < study.n_triplets:
-            raise ValueError(f"index must be in [0, {study.n_triplets}), got {index!r}")
-        if choice not in CHOICES or isinstance(choice, bool):
-            raise ValueError(f"choice must be one of {CHOICES}, got {choice!r}")
-        if response_ms is not None:
-            response_ms = max(0, min(int(response_ms), 2**31 - 1))
-        row = {"study_id": study.id, "session": session, "triplet_idx": index, "choice": int(choice),
-               "response_ms": response_ms, "created": _now()}
+        row = _judgement_row(study, session, index, choice, response_ms)
 
         def first_open(done: set[int]) -> int | None:
             return next((i for i in range(study.n_triplets) if i not in done), None)
@@ -856,6 +838,20 @@ class StudyStore:
 
     def get_image(self, image_id: str) -> bytes | None:
         return self._read(lambda conn: conn.execute(sa.select(images.c.png).where(images.c.id == image_id)).scalar())
+
+
+def _judgement_row(study: Study, session: str, index: int, choice: int, response_ms: int | None) -> dict:
+    """A judgement's row, its arguments checked (``ValueError``: a bad session id, index or choice)."""
+    if not isinstance(session, str) or not 1 <= len(session) <= 64:
+        raise ValueError(f"session must be a non-empty id of at most 64 characters, got {session!r}")
+    if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < study.n_triplets:
+        raise ValueError(f"index must be in [0, {study.n_triplets}), got {index!r}")
+    if choice not in CHOICES or isinstance(choice, bool):
+        raise ValueError(f"choice must be one of {CHOICES}, got {choice!r}")
+    if response_ms is not None:
+        response_ms = max(0, min(int(response_ms), 2**31 - 1))
+    return {"study_id": study.id, "session": session, "triplet_idx": index, "choice": int(choice),
+            "response_ms": response_ms, "created": _now()}
 
 
 def _insert_once(conn: Connection, table: sa.Table, row: Mapping[str, Any], keys: Sequence[str]) -> bool:
