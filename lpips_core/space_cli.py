@@ -18,7 +18,6 @@ Errors exit with status 2 and one line on stderr, ``error: ...``.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 from pathlib import Path
@@ -323,23 +322,11 @@ def print_embed(out: dict) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Execute ``neighbours`` or ``embed``; 0, or 2 after one ``error: ...`` line on stderr."""
-    from .datasets.cli import _fail
-    from .weights import WeightsUnavailable
+    from .datasets.cli import run_command
 
-    try:
+    def command(args):
         if args.command == "neighbours":
-            out, printer = run_neighbours(args), print_neighbours
-        else:
-            out, printer = run_embed(args), print_embed
-        text = json.dumps(out) if args.json else None
-    except (ValueError, OSError, WeightsUnavailable, ImportError, TypeError) as exc:
-        return _fail(str(exc))
-    except KeyboardInterrupt:
-        return _fail("interrupted")
-    except Exception as exc:  # noqa: BLE001 - never a traceback
-        return _fail(f"unexpected {type(exc).__name__}: {exc}")
-    if text is not None:
-        print(text)
-    else:
-        printer(out)
-    return 0
+            return run_neighbours(args), print_neighbours
+        return run_embed(args), print_embed
+
+    return run_command(args, command, also=(TypeError,))

@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 
 from .datasets.cli import _positive
 
@@ -187,23 +186,11 @@ def print_fit(out: dict) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Execute ``score-2afc`` or ``fit-lin``; 0, or 2 after one ``error: ...`` line on stderr."""
-    from .datasets.cli import _fail
-    from .weights import WeightsUnavailable
+    from .datasets.cli import run_command
 
-    try:
+    def command(args):
         if args.command == "score-2afc":
-            out, printer = run_score(args), print_score
-        else:
-            out, printer = run_fit(args), print_fit
-        text = json.dumps(out) if args.json else None
-    except (ValueError, OSError, WeightsUnavailable, TypeError) as exc:
-        return _fail(str(exc))
-    except KeyboardInterrupt:
-        return _fail("interrupted")
-    except Exception as exc:  # noqa: BLE001 - never a traceback
-        return _fail(f"unexpected {type(exc).__name__}: {exc}")
-    if text is not None:
-        print(text)
-    else:
-        printer(out)
-    return 0
+            return run_score(args), print_score
+        return run_fit(args), print_fit
+
+    return run_command(args, command, also=(TypeError,))

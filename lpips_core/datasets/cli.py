@@ -384,27 +384,38 @@ def _print_explain(out: dict) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Execute a parsed dataset subcommand; 0, or 2 after one ``error: ...`` line on stderr."""
+    hint = f"; rows so far are in {args.out}: rerun with --resume" if getattr(args, "out", None) else ""
+    return run_command(args, _dataset_command, interrupted="interrupted" + hint)
+
+
+def _dataset_command(args: argparse.Namespace):
+    if args.command == "merge":
+        from .store import merge_tables
+
+        m = merge_tables(args.shards, args.out, force=args.force)
+        return {**m["summary"], "config": {**m["config"], **m["run"]}, "versions": m["versions"]}, _print_summary
+    if args.command == "explain":
+        return _explain(args), _print_explain
+    if args.command == "diversity" and _space_gram(args):
+        return _space_diversity(args)
+    return _score(args), _print_summary
+
+
+def run_command(args: argparse.Namespace, command, *, also: tuple = (), interrupted: str = "interrupted") -> int:
+    """The one way a subcommand ends: ``command(args)`` gives ``(result, printer)``; the result is
+    printed as one JSON object (``--json``) or by ``printer``; 0. A failure is one ``error: ...``
+    line on stderr and 2, never a traceback: the library's refusals (``ValueError``, ``OSError``,
+    missing weights, a missing optional package, and the types in ``also``) in their own words,
+    anything else as "unexpected"."""
     from ..weights import WeightsUnavailable
 
     try:
-        if args.command == "merge":
-            from .store import merge_tables
-
-            m = merge_tables(args.shards, args.out, force=args.force)
-            out = {**m["summary"], "config": {**m["config"], **m["run"]}, "versions": m["versions"]}
-            printer = _print_summary
-        elif args.command == "explain":
-            out, printer = _explain(args), _print_explain
-        elif args.command == "diversity" and _space_gram(args):
-            out, printer = _space_diversity(args)
-        else:
-            out, printer = _score(args), _print_summary
+        out, printer = command(args)
         text = json.dumps(out) if args.json else None
-    except (ValueError, OSError, WeightsUnavailable, ImportError) as exc:
+    except (ValueError, OSError, WeightsUnavailable, ImportError, *also) as exc:
         return _fail(str(exc))
     except KeyboardInterrupt:
-        hint = f"; rows so far are in {args.out}: rerun with --resume" if getattr(args, "out", None) else ""
-        return _fail("interrupted" + hint)
+        return _fail(interrupted)
     except Exception as exc:  # noqa: BLE001 - never a traceback
         return _fail(f"unexpected {type(exc).__name__}: {exc}")
     if text is not None:
