@@ -197,7 +197,10 @@ def test_small_tiles_give_the_same_numbers(folder, monkeypatch):
     model = LPIPS("alex", device="cpu")
     emb = space.embed(model, folder)
     big, big_stats, big_nn = space.pairwise_distances(emb), space.diversity(emb), space.nearest(emb, emb, k=3)
-    monkeypatch.setattr(space, "_plan", lambda n, m, dim, budget: (3, 256))
+    from lpips_core.space import distances, neighbours
+
+    for module in (distances, neighbours):  # the tile plan of all pairs, diversity, gram and nearest
+        monkeypatch.setattr(module, "_plan", lambda n, m, dim, budget: (3, 256))
     small = space.pairwise_distances(emb)
     assert np.abs(big - small).max() <= 1e-6 and (small == small.T).all()  # float32 GEMMs of other shapes
     assert space.diversity(emb)["ci95"] == pytest.approx(big_stats["ci95"], rel=1e-6)
