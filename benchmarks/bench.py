@@ -82,6 +82,7 @@ from lpips_core import LPIPS  # noqa: E402
 from lpips_core.conventions import to_input  # noqa: E402
 from lpips_core.datasets import Scorer, match_folders, score_pairs  # noqa: E402
 from lpips_core.datasets.score import default_block, default_lanes  # noqa: E402
+from lpips_core.spec import MetricSpec  # noqa: E402
 from lpips_explorer.distortions import gaussian_blur, gaussian_noise, jpeg, shift  # noqa: E402
 from lpips_core.images import load_image  # noqa: E402
 from lpips_core.sweeps import _VARIANT_CONFIG, VARIANTS, conventions_grid, size_label  # noqa: E402
@@ -106,6 +107,9 @@ class Case:
     floor_peak_mb: float
     #: other packages' median seconds on the same work (``grad-*`` cases: torchmetrics, piq)
     peers: dict = field(default_factory=dict)
+    #: each timed function's spread over the repeats, ``(slowest − fastest) / median``
+    #: (``reference``, ``ours``, ``floor``): a case whose spread exceeds 0.10 is not stable here
+    spread: dict = field(default_factory=dict)
 
 
 # --------------------------------------------------------------------------- measuring
@@ -141,9 +145,10 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize()
 
 
-def measure(fns: dict[str, Callable[[], object]], device: torch.device, repeat: int) -> dict[str, tuple[float, float]]:
-    """Per function: (median seconds, peak MB). The functions run interleaved, one run of each per
-    round after a warm-up round, so a slow spell of the machine hits all of them alike."""
+def measure(fns: dict[str, Callable[[], object]], device: torch.device, repeat: int) -> dict[str, tuple[float, float, float]]:
+    """Per function: (median seconds, peak MB, spread). The functions run interleaved, one run of
+    each per round after a warm-up round, so a slow spell of the machine hits all of them alike;
+    the spread is ``(slowest − fastest) / median`` over the timed rounds."""
     times: dict[str, list[float]] = {name: [] for name in fns}
     for round_ in range(repeat + 1):
         for name, fn in fns.items():
@@ -153,7 +158,9 @@ def measure(fns: dict[str, Callable[[], object]], device: torch.device, repeat: 
             _sync(device)
             if round_:
                 times[name].append(time.perf_counter() - t0)
-    return {name: (statistics.median(times[name]), _peak_mb(fn, device)) for name, fn in fns.items()}
+    return {name: (statistics.median(times[name]), _peak_mb(fn, device),
+                   (max(times[name]) - min(times[name])) / statistics.median(times[name]))
+            for name, fn in fns.items()}
 
 
 def _peak_mb(fn: Callable[[], object], device: torch.device) -> float:
@@ -512,7 +519,7 @@ def dataset_case(net, ours, ref, device, repeat, root: Path) -> Case:
                 out.append(float(ref(x, y)))
         return torch.tensor(out, dtype=torch.float64)
 
-    scorer = Scorer([f"lpips-{net}"], device=device, models={("lpips", net, "0.1"): ours})
+    scorer = Scorer([f"lpips-{net}"], device=device, models={MetricSpec("lpips", net, "0.1"): ours})
 
     def run_ours():
         res = score_pairs(match_folders(dir_a, dir_b), scorer=scorer)
@@ -642,9 +649,9 @@ def _case(name, diff, run_ref, run_ours, run_floor, device, repeat, peers: dict 
         raise SystemExit(f"{name}: ours and the reference differ by {diff:.2e} > {TOL:g}; not timing")
     peers = peers or {}
     m = measure({"reference": run_ref, "ours": run_ours, "floor": run_floor, **peers}, device, repeat)
-    (ref_s, ref_mb), (ours_s, ours_mb), (floor_s, floor_mb) = m["reference"], m["ours"], m["floor"]
+    (ref_s, ref_mb, _), (ours_s, ours_mb, _), (floor_s, floor_mb, _) = m["reference"], m["ours"], m["floor"]
     return Case(name, ref_s, ours_s, floor_s, ref_s / ours_s, ours_s / floor_s, diff, ref_mb, ours_mb, floor_mb,
-                {k: m[k][0] for k in peers})
+                {k: m[k][0] for k in peers}, {k: round(m[k][2], 4) for k in ("reference", "ours", "floor")})
 
 
 # --------------------------------------------------------------------------- main
@@ -737,10 +744,12 @@ def main(argv=None) -> int:
         print(json.dumps(result))
     else:
         print(f"\ndevice {result['device']}, torch {result['torch']}, {result['threads']} threads, median of {repeat}")
-        print(f"{'case':<22}{'reference s':>12}{'ours s':>10}{'floor s':>10}{'speedup':>9}{'/floor':>8}{'diff':>10}{'MB ref/ours':>14}")
+        print(f"{'case':<22}{'reference s':>12}{'ours s':>10}{'floor s':>10}{'speedup':>9}{'/floor':>8}{'diff':>10}"
+              f"{'MB ref/ours':>14}{'spread':>8}")
         for c in cases:
             print(f"{c.name:<22}{c.reference_s:>12.4f}{c.ours_s:>10.4f}{c.floor_s:>10.4f}{c.speedup:>9.2f}"
-                  f"{c.over_floor:>8.2f}{c.max_abs_diff:>10.1e}{c.reference_peak_mb:>8.0f}/{c.ours_peak_mb:<6.0f}")
+                  f"{c.over_floor:>8.2f}{c.max_abs_diff:>10.1e}{c.reference_peak_mb:>8.0f}/{c.ours_peak_mb:<6.0f}"
+                  f"{c.spread.get('ours', 0):>8.2f}")
             for peer, sec in c.peers.items():
                 print(f"{'  ' + peer:<22}{sec:>12.4f}  (ours / {peer}: {c.ours_s / sec:.2f})")
         for what, why in notes.items():

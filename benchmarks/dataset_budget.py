@@ -45,6 +45,7 @@ from lpips_core import LPIPS  # noqa: E402
 from lpips_core.datasets import Scorer, match_folders  # noqa: E402
 from lpips_core.datasets.loader import PairDataset  # noqa: E402
 from lpips_core.datasets.score import default_block  # noqa: E402
+from lpips_core.spec import MetricSpec  # noqa: E402
 
 
 def idat(data: bytes) -> bytes:
@@ -77,7 +78,7 @@ def budget(net: str, repeat: int, root: Path) -> dict:
     dir_a, dir_b = write_dataset(root)
     pairs = match_folders(dir_a, dir_b).pairs  # sorted by key, as score_pairs sorts them
     model = LPIPS(net, "0.1", True, device="cpu")
-    scorer = Scorer([f"lpips-{net}"], device="cpu", models={("lpips", net, "0.1"): model})
+    scorer = Scorer([f"lpips-{net}"], device="cpu", models={MetricSpec("lpips", net, "0.1"): model})
     dataset = PairDataset(pairs)
     size = default_block(torch.device("cpu"))
     blocks = [list(range(i, min(i + size, len(pairs)))) for i in range(0, len(pairs), size)]

@@ -27,7 +27,7 @@ def test_vgg_at_64_with_0_1_inputs_ranks_first(folder_pairs):
     truth = "lpips-vgg-0.1-lin-[0,1]@64"
     sc = Scorer([truth], device="cpu")
     mean = score_pairs(folder_pairs, scorer=sc, workers=0).summary["metrics"][truth]["mean"]
-    models = {("vgg", "0.1"): sc.model(sc.specs[0])}
+    models = {sc.specs[0]: sc.model(sc.specs[0])}
     res = explain(folder_pairs, mean, name="LPIPS (VGG)", use_name=False, nets=("alex", "vgg"), sizes=(None, 64),
                   workers=0, models=models)
     best = res.candidates[0]

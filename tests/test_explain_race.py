@@ -16,7 +16,7 @@ from scipy import ndimage
 
 from lpips_core.datasets import match_folders, score_pairs
 from lpips_core.datasets.explain import (ExplainProgress, _race_rounds, explain, race_check, race_drops)
-from lpips_core.metric_registry import build
+from lpips_core.spec import MetricSpec
 
 #: 2 versions x lin/baseline x 3 input ranges x colour/gray x native/32 px: 48 configurations, 24
 #: AlexNet passes per image (the tests stay fast); the ranking's first rows are the CLI's default.
@@ -48,7 +48,7 @@ def _write_set(root, seed: int, n: int = 12, side: int = 64):
 
 @pytest.fixture(scope="module")
 def models():
-    return {("alex", v): build("lpips", "alex", version=v, device="cpu") for v in ("0.1", "0.0")}
+    return {(s := MetricSpec("lpips", "alex", v)): s.build("cpu") for v in ("0.1", "0.0")}
 
 
 def _mean(disc, spec: str) -> float:
@@ -77,11 +77,11 @@ def _printed(out: dict, top: int) -> list[str]:
     import contextlib
     import io
 
-    from lpips_core.datasets.cli import _print_explain
+    from lpips_core.cli.explain import print_explain
 
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
-        _print_explain({**out, "candidates": out["candidates"][:top]})
+        print_explain({**out, "candidates": out["candidates"][:top]})
     return [line for line in buf.getvalue().splitlines() if not line.startswith("raced:")]
 
 
@@ -134,7 +134,7 @@ def test_the_race_on_the_demo_set_with_vgg(tmp_path):
 
     demo = make_demo(tmp_path / "demo")
     disc = match_folders(demo.reference, demo.methods["A-blur"])
-    vgg = {("vgg", v): build("lpips", "vgg", version=v, device="cpu") for v in ("0.1", "0.0")}
+    vgg = {(s := MetricSpec("lpips", "vgg", v)): s.build("cpu") for v in ("0.1", "0.0")}
     reported = round(_mean(disc, parse_spec("lpips-vgg").name), 3)
     kw = dict(name="LPIPS (VGG)", models=vgg, sizes=(None, 64), workers=0)
     full = explain(disc, reported, race=False, **kw).to_json()
@@ -252,7 +252,7 @@ def test_a_scorer_computes_its_active_configurations_as_a_full_run_does(tmp_path
     disc = _write_set(tmp_path, 3)
     specs = [MetricSpec("lpips", "alex", "0.1", lin, "[-1,1]", gray, size)
              for size in (None, 32, 64) for gray in (False, True) for lin in (True, False)]
-    built = {("lpips", "alex", "0.1"): models[("alex", "0.1")]}
+    built = {k: m for k, m in models.items() if k.version == "0.1"}
     sc = Scorer(specs, device="cpu", models=built)
     full = score_pairs(disc, scorer=sc, workers=0, batch_size=4).rows
     for active in ([specs[8]], [specs[9], specs[2]], [specs[4], specs[11]]):  # @64 lin; @64 base + @32 lin; ...

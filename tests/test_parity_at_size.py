@@ -25,6 +25,7 @@ from lpips_core import LPIPS
 from lpips_core.conventions import to_input
 from lpips_core.images import load_image
 from lpips_core.model import np_position_mean
+from lpips_core.spec import MetricSpec
 from lpips_core.testing import reference_lpips
 
 REPO = Path(__file__).resolve().parents[1]
@@ -191,7 +192,7 @@ def test_folder_path_equals_the_reference_at_size(net, size, path, folders, monk
     from lpips_core.datasets import Scorer, match_folders, score_pairs
 
     ours = _models(net)[0]
-    scorer = Scorer([f"lpips-{net}"], device="cpu", models={("lpips", net, "0.1"): ours})
+    scorer = Scorer([f"lpips-{net}"], device="cpu", models={MetricSpec("lpips", net, "0.1"): ours})
     if path == "lanes":
         res = score_pairs(match_folders(*folders(size)), scorer=scorer, lanes=2)
     else:

@@ -337,7 +337,9 @@ def explain(
         mismatch: the size-mismatch policy (:mod:`~lpips_core.datasets.loader`).
         sample: use a seeded random sample of this many pairs (``numpy.random.default_rng(seed)``).
         batch_size, workers, lanes, device: as :func:`~lpips_core.datasets.score.score_pairs`.
-        models: ``(net, version) → LPIPS`` with lin weights to reuse (in this process); others are built.
+        models: LPIPS models with lin weights to reuse (in this process), keyed by their
+            :class:`~lpips_core.spec.MetricSpec` (``MetricSpec("lpips", net, version)``, any input
+            options: the key is its ``model_spec``); others are built.
         progress: called with ``(done, total)`` pair × configuration values (see :class:`ExplainProgress`),
             at least once a second while the networks run.
         race: drop the configurations that cannot reach ``reported`` as the pairs come in (the
@@ -352,66 +354,114 @@ def explain(
     reported = float(reported)
     if not math.isfinite(reported):
         raise ValueError(f"reported must be a finite number, got {reported!r}")
-    info = metric_registry.METRICS["lpips"]
+    if isinstance(exact_rows, bool) or not isinstance(exact_rows, int) or exact_rows < 1:
+        raise ValueError(f"exact_rows must be a positive integer, got {exact_rows!r}")
     hints = parse_name(name)
     narrow = hints if use_name else {}
-    nets = tuple(nets if nets is not None else narrow.get("nets", info.nets))
-    versions = tuple(versions if versions is not None else
-                     ((narrow["version"],) if "version" in narrow else info.versions))
-    lins = tuple(lins if lins is not None else ((narrow["lin"],) if "lin" in narrow else (True, False)))
-    sizes = tuple(dict.fromkeys([*sizes, *([extra_size] if extra_size is not None else [])]))
-    bad = [c for c in conventions if c not in CONVENTIONS]
-    if bad or not conventions:
-        raise ValueError(f"conventions must be from {CONVENTIONS}, got {list(conventions)!r}")
-    if not lins or not grayscale or not sizes:
-        raise ValueError("lins, grayscale and sizes must not be empty")
-    specs = [MetricSpec("lpips", n_, v, lin, c, g, s)  # validates nets, versions and sizes
-             for n_, v, s, g, c, lin in product(nets, versions, sizes, grayscale, conventions, lins)]
+    grid = _Grid.of(narrow, nets, versions, lins, conventions, grayscale, sizes, extra_size)
     pairs, _ = _sorted_pairs(pairs)
     if sample is not None and sample < len(pairs):
         keep = np.sort(np.random.default_rng(seed).choice(len(pairs), size=int(sample), replace=False))
         pairs = [pairs[i] for i in keep]
     if not pairs:
         raise ValueError("explain needs at least one pair")
-    unavailable = {}
-    for n_ in nets:
-        ok, why = metric_registry.availability("lpips", n_)
-        if not ok:
-            unavailable[n_] = why
-    specs = [s for s in specs if s.net not in unavailable]
-    if not specs:
-        raise ValueError(f"no backbone available: {unavailable}")
-    if isinstance(exact_rows, bool) or not isinstance(exact_rows, int) or exact_rows < 1:
-        raise ValueError(f"exact_rows must be a positive integer, got {exact_rows!r}")
-    built = {("lpips", net, v): m for (net, v), m in (models or {}).items()}
-    scorer = Scorer(specs, device=device, models=built)
+    scorer = Scorer(grid.specs, device=device, models=_model_keys(models))
     search = _Search(pairs, scorer, reported, race=race, exact_rows=exact_rows, seed=seed, mismatch=mismatch,
                      batch_size=batch_size, workers=workers, lanes=lanes, progress=progress, status=status)
     search.run()
+    cands, keys = _rank(search, hints, exact_rows)
+    return Explanation(reported, name, hints, cands, len(keys), dict(sorted(search.skipped.items())),
+                       grid.unavailable, grid.searched(narrow), search.summary(exact_rows))
+
+
+def _model_keys(models: dict | None) -> dict:
+    """``models`` as :class:`Scorer` keeps them: under each key's ``model_spec``.
+
+    Raises:
+        TypeError: a key that is not a :class:`~lpips_core.spec.MetricSpec`.
+    """
+    out = {}
+    for key, model in (models or {}).items():
+        if not isinstance(key, MetricSpec):
+            raise TypeError(f"explain's models must be keyed by MetricSpec, got {key!r}")
+        out[key.model_spec] = model
+    return out
+
+
+@dataclass(frozen=True)
+class _Grid:
+    """The configurations an explain run searches, and the backbones left out (no weights here)."""
+
+    nets: tuple
+    versions: tuple
+    lins: tuple
+    conventions: tuple
+    grayscale: tuple
+    sizes: tuple
+    specs: list
+    unavailable: dict
+
+    @classmethod
+    def of(cls, narrow: dict, nets, versions, lins, conventions, grayscale, sizes, extra_size) -> "_Grid":
+        """What to search: the options given, else what the name says (``narrow``), else everything.
+
+        Raises:
+            ValueError: an unknown input range, an empty option, or no backbone with weights here.
+        """
+        info = metric_registry.METRICS["lpips"]
+        nets = tuple(nets if nets is not None else narrow.get("nets", info.nets))
+        versions = tuple(versions if versions is not None else
+                         ((narrow["version"],) if "version" in narrow else info.versions))
+        lins = tuple(lins if lins is not None else ((narrow["lin"],) if "lin" in narrow else (True, False)))
+        sizes = tuple(dict.fromkeys([*sizes, *([extra_size] if extra_size is not None else [])]))
+        bad = [c for c in conventions if c not in CONVENTIONS]
+        if bad or not conventions:
+            raise ValueError(f"conventions must be from {CONVENTIONS}, got {list(conventions)!r}")
+        if not lins or not grayscale or not sizes:
+            raise ValueError("lins, grayscale and sizes must not be empty")
+        specs = [MetricSpec("lpips", n_, v, lin, c, g, s)  # validates nets, versions and sizes
+                 for n_, v, s, g, c, lin in product(nets, versions, sizes, grayscale, conventions, lins)]
+        unavailable = {}
+        for n_ in nets:
+            ok, why = metric_registry.availability("lpips", n_)
+            if not ok:
+                unavailable[n_] = why
+        specs = [s for s in specs if s.net not in unavailable]
+        if not specs:
+            raise ValueError(f"no backbone available: {unavailable}")
+        return cls(nets, versions, lins, tuple(conventions), tuple(grayscale), sizes, specs, unavailable)
+
+    def searched(self, narrow: dict) -> dict:
+        """The ``searched`` record of an :class:`Explanation`."""
+        return {"nets": [n_ for n_ in self.nets if n_ not in self.unavailable], "versions": list(self.versions),
+                "lin": [bool(x) for x in self.lins], "conventions": list(self.conventions),
+                "grayscale": [bool(g) for g in self.grayscale], "sizes": [_size_text(s) for s in self.sizes],
+                "narrowed_by_name": bool(narrow) and any(k in narrow for k in ("nets", "version", "lin"))}
+
+
+def _rank(search: "_Search", hints: dict, exact_rows: int) -> tuple[list[Candidate], list[str]]:
+    """The ranked candidates after a search (complete ones first, then what the race dropped),
+    each drop first checked and, where the check does not confirm it, finished; and the pairs scored."""
+    specs = search.scorer.specs
+
+    def ranked(keys):
+        complete = [spec for spec in specs if spec.name not in search.dropped]
+        return complete, _candidates(complete, {s.name: [search.values[s.name][k] for k in keys] for s in complete},
+                                     search.reported, hints)
+
     keys = search.ok_keys()  # the pairs scored, in key order: every statistic sums in this order
-    complete = [spec for spec in scorer.specs if spec.name not in search.dropped]
-    cands = _candidates(complete, {s.name: [search.values[s.name][k] for k in keys] for s in complete},
-                        reported, hints)
+    complete, cands = ranked(keys)
     kth = cands[exact_rows - 1].distance if len(cands) >= exact_rows else math.inf
-    if race and search.dropped:
+    if search.race and search.dropped:
         finish = search.check(complete, keys, kth)
         if finish:
             search.finish(finish)
             keys = search.ok_keys()
-            complete = [spec for spec in scorer.specs if spec.name not in search.dropped]
-            cands = _candidates(complete, {s.name: [search.values[s.name][k] for k in keys] for s in complete},
-                                reported, hints)
-    left = [spec for spec in scorer.specs if spec.name in search.dropped]
+            complete, cands = ranked(keys)
+    left = [spec for spec in specs if spec.name in search.dropped]
     partial = _candidates(left, {s.name: [search.values[s.name][k] for k in keys if k in search.values[s.name]]
-                                 for s in left}, reported, hints, complete=False)
-    cands += partial
-    skipped = dict(sorted(search.skipped.items()))
-    searched = {"nets": [n_ for n_ in nets if n_ not in unavailable], "versions": list(versions),
-                "lin": [bool(x) for x in lins], "conventions": list(conventions),
-                "grayscale": [bool(g) for g in grayscale], "sizes": [_size_text(s) for s in sizes],
-                "narrowed_by_name": bool(narrow) and any(k in narrow for k in ("nets", "version", "lin"))}
-    return Explanation(reported, name, hints, cands, len(keys), skipped, unavailable, searched,
-                       search.summary(exact_rows))
+                                 for s in left}, search.reported, hints, complete=False)
+    return cands + partial, keys
 
 
 def _candidates(specs: list[MetricSpec], values: dict[str, list[float]], reported: float, hints: dict, *,
