@@ -123,7 +123,7 @@ def test_bad_image_corpus_through_cli(tmp_path, capfd):
 
     from image_corpus import corpus
 
-    from lpips_core.__main__ import main
+    from lpips_core.cli import main
 
     good = str(golden_dir() / "ex_ref.png")
     cases = [c for c in corpus() if c.expect == "error" and not c.kwargs]
@@ -168,19 +168,19 @@ def test_metric_option_errors(files):
 @pytest.mark.parametrize("text, value", [("64", 64), ("1", 1), ("2048", 2048), ("32x48", (32, 48)), ("2048X1", (2048, 1)),
                                          (" 96 ", 96)])
 def test_size_parser_accepts_sides_up_to_the_cap(text, value):
-    from lpips_core.__main__ import MAX_SIZE, _parse_size
+    from lpips_core.cli.options import MAX_SIZE, parse_size
     from lpips_core.images import DEFAULT_MAX_SIDE
 
     assert MAX_SIZE == DEFAULT_MAX_SIDE == 2048
-    assert _parse_size(text) == value
+    assert parse_size(text) == value
 
 
 def test_device_parser_accepts_what_exists():
-    from lpips_core.__main__ import _parse_device
+    from lpips_core.cli.options import device
 
-    assert _parse_device("cpu") == "cpu" and _parse_device("auto") == "auto"
+    assert device("cpu") == "cpu" and device("auto") == "auto"
     if torch.cuda.is_available():
-        assert _parse_device("cuda:0") == "cuda:0"
+        assert device("cuda:0") == "cuda:0"
 
 
 @pytest.mark.slow  # a subprocess (full tier)

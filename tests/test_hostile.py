@@ -146,13 +146,13 @@ def test_directory_missing_and_empty_files(tmp_path, capfd):
 
 def test_unexpected_exception_is_one_line(monkeypatch, capfd):
     """Whatever goes wrong inside, main() prints one line and returns 2 (no traceback)."""
-    import lpips_core.__main__ as cli
+    from lpips_core.cli import compare, main
 
     def boom(args):
         raise RuntimeError("CUDA error: an illegal memory access\nwas encountered")
 
-    monkeypatch.setattr(cli, "compare_command", boom)
-    assert cli.main(["compare", GOOD, GOOD]) == 2
+    monkeypatch.setattr(compare, "compare_command", boom)
+    assert main(["compare", GOOD, GOOD]) == 2
     out, err = capfd.readouterr()
     assert out == ""
     assert err == "error: unexpected RuntimeError: CUDA error: an illegal memory access was encountered\n"
@@ -160,8 +160,8 @@ def test_unexpected_exception_is_one_line(monkeypatch, capfd):
     def oom(args):
         raise MemoryError()
 
-    monkeypatch.setattr(cli, "compare_command", oom)
-    assert cli.main(["compare", GOOD, GOOD]) == 2
+    monkeypatch.setattr(compare, "compare_command", oom)
+    assert main(["compare", GOOD, GOOD]) == 2
     assert capfd.readouterr().err == "error: unexpected MemoryError\n"
 
 

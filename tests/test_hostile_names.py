@@ -128,8 +128,9 @@ def test_error_lines_escape_names(capsys, tmp_path, command):
 
 
 def test_other_printers_escape_paths_and_names(capsys):
-    from lpips_core.datasets.cli import _print_explain
-    from lpips_core.space_cli import print_diversity, print_embed
+    from lpips_core.cli.diversity import print_diversity
+    from lpips_core.cli.embed import print_embed
+    from lpips_core.cli.explain import print_explain
 
     bad = "m\x1b[2J\n.npy"
     print_diversity({"config": {"images": 3, "pairs": 3, "matrix": bad}, "skipped": 0,
@@ -137,11 +138,11 @@ def test_other_printers_escape_paths_and_names(capsys):
     print_embed({"shard": [1, 1], "count": 3, "images_total": 3, "config": {"spec": "lpips-alex"}, "dim": 10,
                  "phi": {"file": bad}, "skipped": []})
     name = "LPIPS\x1b]0;x\x07\n(VGG)"
-    _print_explain({"reported": 0.1, "name": name, "pairs": 3, "hints": {},
-                    "searched": {"narrowed_by_name": False, "nets": ["alex"], "versions": ["0.1"], "lin": [True],
-                                 "conventions": ["[-1,1]"], "grayscale": [False], "sizes": ["native"]},
-                    "candidates": [], "sentence": f"No configuration holds 0.1 ({name}).", "unavailable": {},
-                    "skipped": {}})
+    print_explain({"reported": 0.1, "name": name, "pairs": 3, "hints": {},
+                   "searched": {"narrowed_by_name": False, "nets": ["alex"], "versions": ["0.1"], "lin": [True],
+                                "conventions": ["[-1,1]"], "grayscale": [False], "sizes": ["native"]},
+                   "candidates": [], "sentence": f"No configuration holds 0.1 ({name}).", "unavailable": {},
+                   "skipped": {}})
     out = capsys.readouterr().out
     assert "\x1b" not in out and "\x07" not in out
     assert f"matrix: {printable(bad)}" in out.splitlines()

@@ -33,7 +33,6 @@ from lpips_core import weights as W
 from lpips_core.cells import escape_name, frame_to_csv, neutralise, restore, unescape_name
 from lpips_core.datasets import Scorer, all_pairs, match_folders, merge_tables, read_rows, score_pairs
 from lpips_core.datasets.archive import MAX_DEPTH, ArchiveRefused, extract_zip
-from lpips_core.datasets.cli import run as cli_run
 from lpips_core.datasets.pairs import check_pair_count
 from lpips_core.datasets.store import manifest_path
 
@@ -707,7 +706,7 @@ def test_loss_lab_setup_stays_inside_the_time_budget(photo):
 
 
 def test_job_slots_make_a_second_job_wait_with_a_message():
-    from lpips_explorer.jobs import JobSlots, JobsBusy
+    from lpips_explorer.runtime.jobs import JobSlots, JobsBusy
 
     slots = JobSlots(1)
     held, release = threading.Event(), threading.Event()
@@ -739,7 +738,7 @@ def test_job_slots_make_a_second_job_wait_with_a_message():
 
 # --------------------------------------------------------------------------- 8. scratch folders
 def test_scratch_folders_of_ended_sessions_are_deleted_after_the_grace_period(tmp_path):
-    from lpips_explorer.scratch import ScratchFull, ScratchRegistry
+    from lpips_explorer.runtime.scratch import ScratchFull, ScratchRegistry
 
     reg = ScratchRegistry(tmp_path / "root", budget_bytes=10_000, grace_s=60, legacy_dir=tmp_path / "legacy")
     f1, room = reg.new_folder("s1", "zip", want=4_000)
@@ -764,7 +763,7 @@ def test_scratch_folders_of_ended_sessions_are_deleted_after_the_grace_period(tm
 
 
 def test_scratch_start_up_removes_what_dead_servers_and_old_versions_left(tmp_path):
-    from lpips_explorer.scratch import ScratchRegistry, shared_folder
+    from lpips_explorer.runtime.scratch import ScratchRegistry, shared_folder
 
     root, legacy = tmp_path / "root", tmp_path / "legacy"
     dead = root / "server-999999-dead" / "zip-1"
@@ -795,7 +794,7 @@ def test_a_page_waiting_for_a_heavy_job_says_so(monkeypatch):
     """``ui.heavy_job`` while another job holds the server's only slot: the page shows "Waiting
     for another job on this server to finish" (with the seconds waited) until the slot frees,
     then clears it and runs."""
-    from lpips_explorer import jobs
+    from lpips_explorer.runtime import jobs
     from ui import sessions
 
     shown = []

@@ -7,7 +7,7 @@
 - :mod:`.store`: streamed CSV/JSONL tables, resume, :func:`merge_tables` for shards.
 - :mod:`.explain`: :func:`explain` — which configuration reproduces a reported mean.
 - :mod:`.ray_backend`: the same scoring on Ray Data (optional ``[ray]`` extra).
-- :mod:`.cli`: the ``score``, ``diversity``, ``explain`` and ``merge`` subcommands.
+- the ``score``, ``diversity``, ``explain`` and ``merge`` subcommands sit on top, in :mod:`lpips_core.cli`.
 """
 
 from .pairs import Discovery, Pair, all_pairs, match_folders, reference_pairs
