@@ -9,7 +9,7 @@ short message with the configuration, and its traceback goes to the server's log
 import streamlit as st
 
 import ui
-from lpips_explorer.memory import freeze_long_lived, release_unused, start_periodic_release
+from lpips_explorer.runtime.memory import freeze_long_lived, release_unused, start_periodic_release
 
 # An emoji, not a ":material/…:" icon: Streamlit's frontend fetches a Material favicon from
 # fonts.gstatic.com, while an emoji favicon is an inline SVG (no request to an outside host).

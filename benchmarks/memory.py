@@ -113,13 +113,13 @@ class Sampler(threading.Thread):
 
 def budgets() -> dict:
     """The memory settings in force for the server (it inherits this process's environment)."""
-    from lpips_core import protocol
+    from lpips_core import caching
 
     env = {k: os.environ[k] for k in sorted(os.environ)
            if k.startswith(("LPIPS_EXPLORER_", "MALLOC_", "LD_PRELOAD"))}
-    return {"reference_cache_mb_per_model": protocol._env_budget() / (1 << 20),
-            "reference_cache_mb_all_models": protocol._env_total_budget() / (1 << 20),
-            "default_cache_mb": protocol.DEFAULT_CACHE_MB, "env": env}
+    return {"reference_cache_mb_per_model": caching.cache_budget() / (1 << 20),
+            "reference_cache_mb_all_models": caching.total_cache_budget() / (1 << 20),
+            "default_cache_mb": caching.DEFAULT_CACHE_MB, "env": env}
 
 
 def one_session(browser, server, index: int, sampler: Sampler, timeout: float):

@@ -21,7 +21,6 @@ from typing import Any
 _EXPORTS = {
     "distance": "api",
     "LPIPS": "model",
-    "LPIPSResult": "model",
     "STLPIPS": "stlpips",
     "DISTS": "dists",
     "ELPIPS": "elpips",
@@ -34,7 +33,7 @@ _EXPORTS = {
     "Features": "protocol",
     "LearnedMetric": "protocol",
     "MetricResult": "protocol",
-    "resolve_device": "protocol",
+    "resolve_device": "devices",
     "WeightsUnavailable": "weights",
 }
 __all__ = sorted(_EXPORTS)

@@ -29,7 +29,7 @@ _BUILD_LOCK = threading.Lock()
 def model_for(spec: MetricSpec, device=None):
     """The frozen model of a learned ``spec`` on ``device``, built on first use and kept (at most
     :data:`MAX_MODELS`, the least recently used dropped first)."""
-    from .protocol import resolve_device
+    from .devices import resolve_device
 
     key = (spec.model_spec.name, str(resolve_device(device)))
     with _BUILD_LOCK:  # one build per configuration, however many threads ask at once

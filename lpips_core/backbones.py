@@ -68,8 +68,9 @@ def _features_architecture(net: str) -> nn.Sequential:
     weights that are replaced anyway).
 
     AlexNet and VGG16 are built from :data:`_PLAIN`, without importing torchvision: that import
-    pulls in ``torch._dynamo`` (1.9 s on an idle core, 3.6 s on the cold path of the app's first
-    page). SqueezeNet 1.1 (Fire modules) comes from torchvision itself.
+    pulls in ``torch._dynamo``, seconds of the app's cold start (docs/performance.md,
+    "Measurements behind the code's choices"). SqueezeNet 1.1 (Fire modules) comes from
+    torchvision itself.
     """
     with torch.device("meta"):
         if net in _PLAIN:
@@ -134,12 +135,12 @@ USE_NNPACK: bool = environment.nnpack()
 _compiling = getattr(getattr(torch, "compiler", None), "is_compiling", lambda: False)
 #: the smallest map side (of a convolution's input) that goes to NNPACK, see :func:`_nnpack_layer`
 NNPACK_MIN_SIDE = 24
-#: the most torch threads NNPACK is used with (1 and 2 measured; above, oneDNN stays)
+#: the most torch threads NNPACK is used with (the counts it was timed at; above, oneDNN stays)
 NNPACK_MAX_THREADS = 2
 #: the CPU capabilities (``torch.backends.cpu.get_cpu_capability()``) where NNPACK also runs on
-#: more than one thread: measured faster on an AVX2 host. On AVX-512 hosts oneDNN's kernels are
-#: about twice as fast while NNPACK's are AVX2 at best (one NNPACK thread was no faster than two
-#: oneDNN threads for one VGG16 image there), so two threads keep oneDNN.
+#: more than one thread: there it beats oneDNN. On AVX-512 hosts oneDNN's kernels use the wider
+#: vectors while NNPACK's are AVX2 at best, so two threads keep oneDNN (docs/performance.md,
+#: "Measurements behind the code's choices").
 NNPACK_MULTI_THREAD_CPUS = ("AVX2",)
 # "ready": NNPACK initialised on this CPU; "failed": a call raised; "pool": (pid, threads) of the
 # process that made NNPACK's thread pool and the thread count it was made for; "cpu": torch's CPU
@@ -188,9 +189,9 @@ def nnpack_pool(threads: int | None = None) -> int | None:
 
 def _nnpack_call(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, padding) -> torch.Tensor:
     """``torch._nnpack_spatial_convolution``, noting the pool its first call makes (see
-    :func:`nnpack_pool`). With more than one thread, a batch goes one image at a time: NNPACK's
-    batched algorithm was slower than oneDNN on two threads (VGG16 at 256 px, a batch of 2:
-    1,390 against 965 ms), its one-image algorithm faster (340 against 525 ms per image)."""
+    :func:`nnpack_pool`). With more than one thread, a batch goes one image at a time: on two
+    threads NNPACK's batched algorithm is slower than oneDNN, its one-image algorithm faster
+    (docs/performance.md, "Measurements behind the code's choices")."""
     if "pool" not in _NNPACK:
         _NNPACK["pool"] = (os.getpid(), torch.get_num_threads())
     if x.shape[0] > 1 and _NNPACK["pool"][1] > 1:
@@ -207,9 +208,8 @@ def nnpack_conv(x: torch.Tensor) -> bool:
     :data:`NNPACK_MULTI_THREAD_CPUS`), and only with the thread count NNPACK's pool was
     made for (:func:`nnpack_pool`; the first NNPACK call makes it for the current count). NNPACK's
     Winograd/FFT kernels beat oneDNN's direct convolutions for 3×3 and 5×5 stride-1 layers over
-    large maps. Measured on an AVX2 host, per image: one thread, VGG16 at 256 px 367 → 192 ms,
-    AlexNet at 256 px in batches of 12 15.1 → 12.4 ms; two threads (the app's server, one image
-    at a time), VGG16 at 256 px 525 → 340 ms and at 512 px 2.15 → 1.0 s.
+    large maps, on one thread and on two (the app's server, one image at a time); the timings are
+    in docs/performance.md, "Measurements behind the code's choices".
 
     A pool is made once per process: one for two threads (the app's server) serves no one-thread
     caller, so scoring lanes forked from such a process use oneDNN; a pool for one thread starts
@@ -228,11 +228,11 @@ def nnpack_conv(x: torch.Tensor) -> bool:
 
 
 def _nnpack_layer(layer: nn.Module, x: torch.Tensor) -> bool:
-    """Whether NNPACK is the faster kernel for ``layer`` on ``x`` (one thread, measured per layer):
+    """Whether NNPACK is the faster kernel for ``layer`` on ``x`` (one thread, timed layer by layer):
     stride-1 dense convolutions with at least 16 input channels (the 3-channel first layer of VGG16
-    is 3× faster in oneDNN) over maps of at least :data:`NNPACK_MIN_SIDE` px. Smaller maps (AlexNet
-    at 64 px, the deep VGG16 layers) are up to 6× slower in NNPACK, and in scoring lanes AlexNet's
-    15 px layers were too (2.65 against 2.17 s for 128 pairs when they went to NNPACK)."""
+    is faster in oneDNN) over maps of at least :data:`NNPACK_MIN_SIDE` px. Smaller maps (AlexNet
+    at 64 px, the deep VGG16 layers, AlexNet's 15 px layers in scoring lanes) are slower in NNPACK
+    (docs/performance.md, "Measurements behind the code's choices")."""
     if not (isinstance(layer, nn.Conv2d) and layer.stride == (1, 1) and layer.dilation == (1, 1)
             and layer.groups == 1 and layer.in_channels >= 16 and isinstance(layer.padding, tuple)
             and layer.padding_mode == "zeros"):
@@ -243,8 +243,8 @@ def _nnpack_layer(layer: nn.Module, x: torch.Tensor) -> bool:
 def _max_pool_nchw(x: torch.Tensor, layer: nn.MaxPool2d) -> torch.Tensor | None:
     """``layer(x)`` for a contiguous NCHW ``x`` as a separable maximum over strided views (rows,
     then columns), or ``None`` where ``layer`` is not a plain max-pool. The same values (a maximum
-    is exact); PyTorch's own NCHW max-pool kernel was 10× slower on one thread (VGG16's first
-    pool at 256 px: 23.9 against 2.3 ms)."""
+    is exact), in a fraction of the time of PyTorch's own NCHW max-pool kernel on one thread
+    (docs/performance.md, "Measurements behind the code's choices")."""
     k, s, p, d = layer.kernel_size, layer.stride, layer.padding, layer.dilation
     if not (isinstance(k, int) and isinstance(s, int) and p in (0, (0, 0)) and d in (1, (1, 1))
             and not layer.ceil_mode and not layer.return_indices and x.dim() == 4):
@@ -303,8 +303,9 @@ def run_layers(owner: nn.Module, x: torch.Tensor, taps, last: int | None = None)
     contiguous weights), the layers :func:`_nnpack_layer` picks are computed by
     ``torch._nnpack_spatial_convolution``, and the pass stays in the contiguous (NCHW) layout:
     the other convolutions get NCHW inputs and contiguous weights, and max-pools run as
-    :func:`_max_pool_nchw`. Converting to channels-last and back around every
-    NNPACK layer instead cost VGG16 at 256 px 268 against 192 ms on one thread (oneDNN alone: 367).
+    :func:`_max_pool_nchw`: converting to channels-last and back around every NNPACK layer
+    would give back much of NNPACK's gain (docs/performance.md, "Measurements behind the code's
+    choices").
     Distances stay within 1e-7 of the oneDNN path (tested against the reference package). If
     NNPACK raises, it is not used again in this process and the layer runs as usual.
     """
@@ -376,7 +377,8 @@ class Backbone(nn.Module):
             raise ValueError(f"{net} backbone state dict lacks {missing[:4]}{'…' if len(missing) > 4 else ''}")
         # The meta parameters are replaced by float32 CPU copies of the weights (assign; never the
         # caller's tensors): ``to_empty`` would allocate them first, and its first call imports
-        # sympy through torch's meta-tensor references (0.57 s idle, 1.6 s on the app's cold path).
+        # sympy through torch's meta-tensor references, a cost on the app's cold path (see
+        # docs/performance.md, "Measurements behind the code's choices").
         # (load_state_dict still checks every shape against the architecture, assign or not.)
         weights = {k: state_dict[k].detach().to("cpu", torch.float32, copy=True) for k in own}
         self.features.load_state_dict(weights, strict=True, assign=True)

@@ -1,10 +1,10 @@
 """How many images go through a backbone together on a CPU: the fastest batch, measured on this host.
 
 Which batch size is fastest per image depends on the CPU, the thread count, the convolution
-library and the image size, and the answers differ a lot between hosts: on an AVX2 host VGG16 at
-256 px ran fastest one image at a time (240/253/308 ms per image for batches of 1/2/4, two
-threads); on an AVX-512 host two oneDNN threads ran a batch of 8 in about 60 % of the per-image
-time of a batch of 1. A constant cannot be right on both, so a CPU call with at least
+library and the image size, and the answers differ a lot between hosts: one host runs VGG16
+fastest one image at a time, another runs a batch of 8 in well under the per-image time of a
+batch of 1 (docs/performance.md, "Measurements behind the code's choices"). A constant cannot be
+right on both, so a CPU call with at least
 :data:`MIN_IMAGES` images (:meth:`~lpips_core.protocol.LearnedMetric.images_per_batch` with
 ``images=``) runs the backbone once on random inputs at each power-of-two batch size up to what
 the call can use and :data:`CPU_CAP_BYTES` allows, twice in interleaved rounds, and uses the
@@ -40,6 +40,7 @@ from typing import Callable
 import torch
 
 from . import environment
+from .caching import LRU, memo
 
 try:
     import fcntl
@@ -58,8 +59,9 @@ CPU_CAP_BYTES = 128 << 20
 MIN_IMAGES = 4
 _TABLE_VERSION = 2
 _LOCK = threading.Lock()
-#: this process's measurements, ``key → {batch: seconds per image}``
-_MEMO: dict[str, dict[int, float]] = {}
+#: This process's measurements, ``key → {batch: seconds per image}`` (a process meets a few cases:
+#: its metrics × image sizes × thread counts).
+_MEMO: LRU[str, dict[int, float]] = LRU(256)
 
 
 def table_path() -> Path | None:
@@ -72,28 +74,25 @@ def calibrated() -> bool:
     return table_path() is not None
 
 
-_HOST: list[str] = []
-
-
+@memo(1)
 def host_key() -> str:
-    """The host as far as kernel speed goes: CPU model and flags, torch version and CPU capability, CPU count."""
-    if not _HOST:
-        model, flags = "", set()
-        try:
-            with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
-                for line in fh:
-                    key, _, value = line.partition(":")
-                    key = key.strip()
-                    if key == "model name" and not model:
-                        model = value.strip()
-                    elif key == "flags" and not flags:
-                        flags = set(value.split())
-        except OSError:
-            model = platform.processor() or platform.machine()
-        isa = "+".join(f for f in ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile") if f in flags)
-        _HOST.append(f"{model} [{isa}] torch {torch.__version__} {torch.backends.cpu.get_cpu_capability()} "
-                     f"{os.cpu_count()} cpus")
-    return _HOST[0]
+    """The host as far as kernel speed goes: CPU model and flags, torch version and CPU capability,
+    CPU count (read once per process)."""
+    model, flags = "", set()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                key, _, value = line.partition(":")
+                key = key.strip()
+                if key == "model name" and not model:
+                    model = value.strip()
+                elif key == "flags" and not flags:
+                    flags = set(value.split())
+    except OSError:
+        model = platform.processor() or platform.machine()
+    isa = "+".join(f for f in ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile") if f in flags)
+    return (f"{model} [{isa}] torch {torch.__version__} {torch.backends.cpu.get_cpu_capability()} "
+            f"{os.cpu_count()} cpus")
 
 
 def _size_bucket(height: int, width: int) -> str:
@@ -223,5 +222,5 @@ def fastest_batch(key: str, cap: int, run: Callable[[int], object], *,
                     times.update(best)
                     if path is not None:
                         _write_table(path, key, best, busy)
-            _MEMO[key] = times
+            _MEMO.put(key, times)
     return min(cands, key=lambda b: (times[b], b))

@@ -1,4 +1,5 @@
-"""The two caching helpers every cache of the project uses: a content digest and a bounded LRU.
+"""The in-process caches of the engine: a content digest, a bounded LRU, a memo decorator, and the
+models' reference-feature caches built on that LRU.
 
 - :func:`content_digest`: what identifies an input by its content — arrays and tensors by their
   shape, dtype and bytes, ``bytes`` by their bytes, text and numbers by their ``repr``. Two
@@ -6,10 +7,15 @@
   a collision is not a practical concern for a cache key).
 - :class:`LRU`: a thread-safe mapping that keeps at most ``max_entries`` entries (and, with
   ``sizeof``, at most ``max_bytes``), dropping the least recently used first.
+- :func:`memo`: a decorator keeping a function's results in an :class:`LRU` (the project's
+  ``functools.lru_cache``).
+- :class:`FeatureCache` and :class:`CachePool`: each model's cache of reference features, keyed
+  by :func:`content_digest` of the input and bounded by bytes twice, per model and across every
+  model of the process (:data:`SHARED_POOL`): one :class:`LRU` per model, one across models, one
+  lock for all of them.
 
-The model's feature cache (:class:`lpips_core.protocol.FeatureCache`) keys its entries with
-:func:`content_digest`; it keeps its own byte-bounded bookkeeping because its budget is shared
-by every model of the process (:class:`~lpips_core.protocol.CachePool`).
+Disk caches are not here: the converted weights (:mod:`lpips_core.weights`) and the batch-size
+table (:mod:`lpips_core.batching`) each keep their own files.
 
 Example:
     >>> import numpy as np
@@ -25,17 +31,28 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import sys
 import threading
+import weakref
 from collections import OrderedDict
 from typing import Any, Callable, Generic, Hashable, Iterator, TypeVar
 
 import numpy as np
 
-__all__ = ["LRU", "content_digest"]
+from . import environment
+
+#: what a :class:`FeatureCache` holds: :class:`~lpips_core.protocol.Features` (any object with
+#: ``nbytes``; named here without importing ``protocol``, which imports this module)
+Features = Any
+
+__all__ = ["CachePool", "DEFAULT_CACHE_MB", "DEFAULT_TOTAL_CACHE_MB", "FeatureCache", "LRU", "SHARED_POOL",
+           "content_digest", "memo"]
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
+Fn = TypeVar("Fn", bound=Callable[..., Any])
 
 
 def _feed(h, part: Any) -> None:
@@ -93,7 +110,13 @@ class LRU(Generic[K, V]):
     Args:
         max_entries: the most entries kept (at least 1).
         max_bytes: with ``sizeof``, the most bytes kept; an entry larger than that is not kept.
+            A plain attribute: a new value holds from the next :meth:`put`.
         sizeof: ``value → bytes`` (required with ``max_bytes``).
+        on_evict: ``(key, value) → None``, called for each entry dropped to keep within the
+            bounds (not for :meth:`pop`, :meth:`clear` or a replaced key), with the lock held:
+            where it touches another LRU, give both one ``threading.RLock`` (``lock``).
+        lock: the lock guarding the entries (default: a lock of its own). LRUs whose bookkeeping
+            must move together share one :class:`threading.RLock`.
 
     :meth:`get` and :meth:`get_or_compute` make an entry the most recent. :meth:`get_or_compute`
     computes outside the lock: two threads asking for the same new key may both compute it (the
@@ -104,7 +127,8 @@ class LRU(Generic[K, V]):
     """
 
     def __init__(self, max_entries: int, *, max_bytes: int | None = None,
-                 sizeof: Callable[[V], int] | None = None):
+                 sizeof: Callable[[V], int] | None = None, on_evict: Callable[[K, V], None] | None = None,
+                 lock: Any = None):
         if isinstance(max_entries, bool) or not isinstance(max_entries, int) or max_entries < 1:
             raise ValueError(f"max_entries must be an int ≥ 1, got {max_entries!r}")
         if max_bytes is not None and sizeof is None:
@@ -112,7 +136,8 @@ class LRU(Generic[K, V]):
         self.max_entries = max_entries
         self.max_bytes = max_bytes
         self._sizeof = sizeof
-        self._lock = threading.Lock()
+        self._on_evict = on_evict
+        self._lock = threading.Lock() if lock is None else lock
         self._entries: OrderedDict[K, tuple[V, int]] = OrderedDict()
         self._bytes = 0
 
@@ -128,6 +153,11 @@ class LRU(Generic[K, V]):
         """The keys, least recently used first."""
         with self._lock:
             return list(self._entries)
+
+    def items(self) -> list[tuple[K, V]]:
+        """The entries, least recently used first (reading them makes none more recent)."""
+        with self._lock:
+            return [(k, v) for k, (v, _) in self._entries.items()]
 
     def __iter__(self) -> Iterator[K]:
         return iter(self.keys())
@@ -161,8 +191,10 @@ class LRU(Generic[K, V]):
             self._bytes += size
             while len(self._entries) > self.max_entries or (
                     self.max_bytes is not None and self._bytes > self.max_bytes):
-                _, (_, n) = self._entries.popitem(last=False)
+                k, (v, n) = self._entries.popitem(last=False)
                 self._bytes -= n
+                if self._on_evict is not None:
+                    self._on_evict(k, v)
 
     def update(self, items: dict[K, V]) -> None:
         """:meth:`put` each item, in order."""
@@ -193,3 +225,227 @@ class LRU(Generic[K, V]):
         with self._lock:
             self._entries.clear()
             self._bytes = 0
+
+
+#: Separates positional from keyword arguments in a :func:`memo` key.
+_KEYWORDS = object()
+
+
+def memo(maxsize: int) -> Callable[[Fn], Fn]:
+    """A decorator that keeps a function's results in an :class:`LRU` of ``maxsize`` entries.
+
+    The key is the call's arguments (hashable, as for ``functools.lru_cache``): positional, then
+    keyword ones in call order, so ``f(1)`` and ``f(x=1)`` are two entries. An exception is not
+    kept. Thread-safe; two threads calling with the same new arguments may both compute (the
+    LRU's rule), which is fine for the pure functions it serves. ``f.cache_clear()`` empties it.
+
+    Raises:
+        ValueError: ``maxsize < 1``. TypeError (at call time): an unhashable argument.
+    """
+    def decorate(fn: Fn) -> Fn:
+        lru: LRU[tuple, Any] = LRU(maxsize)
+
+        @functools.wraps(fn)
+        def call(*args, **kwargs):
+            key = (*args, _KEYWORDS, *kwargs.items()) if kwargs else args
+            return lru.get_or_compute(key, lambda: fn(*args, **kwargs))
+
+        call.cache_clear = lru.clear
+        return call  # type: ignore[return-value]
+
+    LRU(maxsize)  # validates maxsize when decorating, not at the first call
+    return decorate
+
+
+# ----------------------------------------------------------------------------- the models' feature caches
+#: Default byte budget of each model's reference-feature cache, in MiB. Override per process with
+#: the ``LPIPS_EXPLORER_CACHE_MB`` environment variable, per model with ``model.ref_cache.max_bytes``.
+DEFAULT_CACHE_MB = 128
+#: Default byte budget of all reference-feature caches of the process together, in MiB (a server
+#: holds several models: AlexNet and VGG16 in two versions, the successors…). Override with the
+#: ``LPIPS_EXPLORER_CACHE_TOTAL_MB`` environment variable; the least recently used entry of any
+#: model goes first.
+DEFAULT_TOTAL_CACHE_MB = 256
+#: The entry bound of the feature caches' LRUs: none, the byte budgets bound them.
+_UNBOUNDED = sys.maxsize
+
+
+def cache_budget() -> int:
+    """Each model's budget in bytes: ``LPIPS_EXPLORER_CACHE_MB`` (MiB), else :data:`DEFAULT_CACHE_MB`.
+
+    Raises:
+        ValueError: the variable is not a number of MiB ≥ 0.
+    """
+    return environment.cache_mb("LPIPS_EXPLORER_CACHE_MB", DEFAULT_CACHE_MB)
+
+
+def total_cache_budget() -> int:
+    """The process's budget in bytes: ``LPIPS_EXPLORER_CACHE_TOTAL_MB`` (MiB), else
+    :data:`DEFAULT_TOTAL_CACHE_MB`.
+
+    Raises:
+        ValueError: the variable is not a number of MiB ≥ 0.
+    """
+    return environment.cache_mb("LPIPS_EXPLORER_CACHE_TOTAL_MB", DEFAULT_TOTAL_CACHE_MB)
+
+
+class CachePool:
+    """The budget every :class:`FeatureCache` of a process shares: one lock, one LRU across models.
+
+    The pool's :class:`LRU` holds one entry per cached feature of any model, keyed by
+    ``(id(cache), key)``, sized by its bytes; when the pool's bytes exceed ``max_bytes`` it drops
+    the least recently used one, and that entry's cache drops its features. Every cache of the
+    pool guards its own LRU with the pool's lock (a reentrant one), so all bookkeeping moves
+    together and there is no lock order to get wrong.
+
+    Args:
+        max_bytes: the budget (default: ``LPIPS_EXPLORER_CACHE_TOTAL_MB``, else
+            :data:`DEFAULT_TOTAL_CACHE_MB` MiB), read when the first cache joins.
+    """
+
+    def __init__(self, max_bytes: int | None = None):
+        self._max_bytes = max_bytes
+        self.lock = threading.RLock()
+        self._order: LRU[tuple[int, str], tuple[weakref.ref, int]] = LRU(
+            _UNBOUNDED, sizeof=lambda entry: entry[1], on_evict=self._evicted, lock=self.lock)
+        #: Set (without the lock: a finalizer may run while it is held) when a cache of the pool
+        #: dies; the next insertion forgets the dead cache's entries.
+        self.stale = False
+
+    @property
+    def max_bytes(self) -> int:
+        if self._max_bytes is None:
+            self._max_bytes = total_cache_budget()
+        return self._max_bytes
+
+    @max_bytes.setter
+    def max_bytes(self, value: int) -> None:
+        self._max_bytes = int(value)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the live caches of the pool."""
+        return self._order.nbytes
+
+    # the methods below run with ``self.lock`` held (by the cache calling them)
+    def _touch(self, cache: "FeatureCache", key: str) -> None:
+        self._order.get((id(cache), key))
+
+    def _add(self, cache: "FeatureCache", key: str, size: int) -> None:
+        """Count ``cache``'s new entry (replacing a stale one of a dead cache whose id was reused)."""
+        self._order.max_bytes = self.max_bytes
+        self._order.put((id(cache), key), (weakref.ref(cache), size))
+
+    def _remove(self, cache: "FeatureCache", key: str) -> None:
+        self._forget(id(cache), key)
+
+    def _forget(self, ident: int, key: str) -> None:
+        self._order.pop((ident, key))
+
+    @staticmethod
+    def _evicted(where: tuple[int, str], entry: tuple[weakref.ref, int]) -> None:
+        owner = entry[0]()
+        if owner is not None:
+            owner._entries.pop(where[1])
+
+    def _forget_dead(self) -> None:
+        self.stale = False
+        for where, (ref, _) in self._order.items():
+            if ref() is None:
+                self._order.pop(where)
+
+
+#: The pool of every model's cache in this process (see :class:`CachePool`).
+SHARED_POOL = CachePool()
+
+
+def _mark_stale(pool: CachePool) -> None:
+    pool.stale = True
+
+
+class FeatureCache:
+    """A thread-safe LRU of :class:`~lpips_core.protocol.Features` bounded by bytes, keyed by the
+    content of an input.
+
+    One instance lives on each model, which ``st.cache_resource`` shares across every session
+    thread: all bookkeeping happens under one lock (the :class:`CachePool`'s, shared by every cache
+    of the process); the network pass runs outside it (two threads asking for the same new key may
+    both compute it; the second result replaces the first, equal). Two budgets hold: this cache's
+    ``max_bytes`` and the pool's, across all models (the least recently used entry of any model is
+    dropped first). An entry larger than either budget is returned but not kept.
+
+    Args:
+        max_bytes: this cache's budget (default: ``LPIPS_EXPLORER_CACHE_MB``, else
+            :data:`DEFAULT_CACHE_MB` MiB).
+        pool: the shared budget (default :data:`SHARED_POOL`).
+    """
+
+    def __init__(self, max_bytes: int | None = None, *, pool: CachePool | None = None):
+        self.pool = SHARED_POOL if pool is None else pool
+        self._lock = self.pool.lock
+        pool, ident = self.pool, id(self)  # the eviction hook holds no reference to the cache itself
+        self._entries: LRU[str, Features] = LRU(
+            _UNBOUNDED, max_bytes=cache_budget() if max_bytes is None else int(max_bytes),
+            sizeof=lambda feats: feats.nbytes, on_evict=lambda key, _: pool._forget(ident, key), lock=self._lock)
+        self.hits = 0
+        self.misses = 0
+        weakref.finalize(self, _mark_stale, self.pool)
+
+    @property
+    def max_bytes(self) -> int:
+        """This cache's budget in bytes (a new value holds from the next entry kept)."""
+        return self._entries.max_bytes
+
+    @max_bytes.setter
+    def max_bytes(self, value: int) -> None:
+        self._entries.max_bytes = int(value)
+
+    @staticmethod
+    def key(x) -> str:
+        """:func:`content_digest` of ``x`` (a tensor): its shape, dtype and values."""
+        return content_digest(x)
+
+    @property
+    def nbytes(self) -> int:
+        return self._entries.nbytes
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def clear(self) -> None:
+        with self._lock:
+            for key in self._entries.keys():
+                self.pool._remove(self, key)
+            self._entries.clear()
+
+    def _hit(self, key: str) -> Features | None:  # under the lock
+        hit = self._entries.get(key)
+        if hit is not None:
+            self.pool._touch(self, key)
+            self.hits += 1
+        return hit
+
+    def peek(self, key: str) -> Features | None:
+        """The entry for ``key`` if there is one (counted as a hit and made the most recent), else
+        ``None``; a miss is not counted and nothing is stored."""
+        with self._lock:
+            return self._hit(key)
+
+    def get_or_compute(self, key: str, compute: Callable[[], Features]) -> Features:
+        """The features under ``key``, else ``compute()`` (outside the lock), kept within both budgets."""
+        with self._lock:
+            hit = self._hit(key)
+            if hit is not None:
+                return hit
+            self.misses += 1
+        feats = compute()
+        size = feats.nbytes
+        with self._lock:
+            if self.pool.stale:
+                self.pool._forget_dead()
+            if size > self.max_bytes or size > self.pool.max_bytes:
+                return feats
+            self.pool._remove(self, key)  # another thread's equal entry, replaced below
+            self._entries.put(key, feats)  # over this cache's budget: its oldest go (and leave the pool)
+            self.pool._add(self, key, size)  # over the pool's: the oldest of any cache go
+        return feats

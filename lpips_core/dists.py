@@ -30,19 +30,17 @@ through the distribution's file list without importing the package, read with
 from __future__ import annotations
 
 import importlib.metadata
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from .backbones import Backbone, without_nnpack
-from .protocol import Features, LearnedMetric, MetricResult
+from .protocol import LearnedMetric
 from .weights import WeightsUnavailable, load_backbone_weights
 
-__all__ = ["C1", "C2", "DISTS", "DISTSFeatures", "DISTSResult", "L2Pool", "STAGE_NAMES", "alpha_beta_path"]
+__all__ = ["C1", "C2", "DISTS", "L2Pool", "STAGE_NAMES", "alpha_beta_path"]
 
 C1 = 1e-6
 C2 = 1e-6
@@ -122,13 +120,6 @@ def _alpha_beta(path: Path) -> tuple[torch.Tensor, torch.Tensor]:
         raise WeightsUnavailable("dists", f"The DISTS alpha/beta file {path} cannot be used: "
                                  f"alpha/beta hold NaN or infinite values. {fix}")
     return alpha, beta
-
-
-#: DISTS features are the protocol's :class:`~lpips_core.protocol.Features` (stage 0 is the input).
-DISTSFeatures = Features
-#: DISTS results are the protocol's :class:`~lpips_core.protocol.MetricResult`: ``per_layer`` holds
-#: the per-stage terms, ``components["texture"]`` and ``components["structure"]`` their two parts.
-DISTSResult = MetricResult
 
 
 class DISTS(LearnedMetric):

@@ -441,34 +441,41 @@ def load_image(
         return _decode(data, name, label, max_side, min_side, small, bg, max_pixels)
     except ImageLoadError:
         raise
-    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
+    except Exception as exc:  # anything a hostile file can provoke inside Pillow: said in words
+        raise _decode_error(exc, data, label, max_pixels) from exc
+
+
+def _decode_error(exc: Exception, data: bytes, label: str, max_pixels: int) -> ImageLoadError:
+    """What a failure while decoding ``data`` says to the user: Pillow's decompression-bomb guard
+    and running out of memory are :class:`ImageTooLarge`; an unidentified format is named from
+    the file's first bytes; anything else is a truncated, corrupt or unsupported file."""
+    if isinstance(exc, (Image.DecompressionBombError, Image.DecompressionBombWarning)):
         match = _PILLOW_BOMB_PIXELS.search(str(exc))
         count = f"{int(match.group(1)):,} pixels" if match else "too many pixels"
         side = math.isqrt(max_pixels)
-        raise ImageTooLarge(
+        return ImageTooLarge(
             f"{_cap(label)} has {count}, more than Pillow's decompression-bomb limit, so it "
             f"was refused before decoding ({exc}). Downscale it (e.g. to at most "
             f"{side} x {side}) and try again."
-        ) from exc
-    except MemoryError as exc:
-        raise ImageTooLarge(
+        )
+    if isinstance(exc, MemoryError):
+        return ImageTooLarge(
             f"Ran out of memory while decoding {label}. Downscale it (e.g. to 4000 x 3000) "
             "and try again."
-        ) from exc
-    except UnidentifiedImageError as exc:
-        raise ImageLoadError(_unidentified_message(data, label)) from exc
-    except (OSError, SyntaxError, EOFError, ValueError, IndexError, KeyError) as exc:
-        raise ImageLoadError(
+        )
+    if isinstance(exc, UnidentifiedImageError):
+        return ImageLoadError(_unidentified_message(data, label))
+    if isinstance(exc, (OSError, SyntaxError, EOFError, ValueError, IndexError, KeyError)):
+        return ImageLoadError(
             f"{_cap(label)} could not be decoded: the file is truncated or corrupt "
             f"(Pillow: {type(exc).__name__}: {exc}). Re-download it, or re-export it from "
             "the program that made it."
-        ) from exc
-    except Exception as exc:  # anything else a hostile file can provoke inside Pillow
-        raise ImageLoadError(
-            f"Unexpected error while decoding {label} ({type(exc).__name__}: {exc}): the "
-            "file may be corrupt or use a feature Pillow does not support. Re-export it as "
-            "PNG or JPEG and try again."
-        ) from exc
+        )
+    return ImageLoadError(
+        f"Unexpected error while decoding {label} ({type(exc).__name__}: {exc}): the "
+        "file may be corrupt or use a feature Pillow does not support. Re-export it as "
+        "PNG or JPEG and try again."
+    )
 
 
 def image_to_png_bytes(array: np.ndarray) -> bytes:
@@ -567,7 +574,7 @@ def _check_options(max_side, min_side, small, background, max_pixels) -> np.ndar
         raise TypeError(
             f"background must be 3 floats in [0, 1], got {background!r}"
         ) from None
-    # three floats checked in Python (three NumPy reductions cost ~0.07 ms per image); NaN fails too
+    # three floats checked in Python: cheaper than NumPy reductions on so few values; NaN fails too
     if bg.shape != (3,) or not all(0.0 <= v <= 1.0 for v in bg.tolist()):
         raise ValueError(f"background must be 3 floats in [0, 1], got {background!r}")
     return bg
@@ -807,46 +814,18 @@ def _plan_size(
 
 
 def _decode(data, name, label, max_side, min_side, small, bg, max_pixels) -> LoadedImage:
+    """Decode ``data`` (already known non-empty) into a :class:`LoadedImage`: the header's checks,
+    the first frame, one resize in the stored orientation, then the EXIF orientation."""
     notices: list[str] = []
     with Image.open(io.BytesIO(data)) as im:
         fmt = im.format or "unknown"
         mode = im.mode
         w, h = im.size
-        if w < 1 or h < 1:
-            raise ImageLoadError(
-                f"{_cap(label)} declares a size of {w} x {h} pixels: the file is corrupt. "
-                "Re-download it or re-export it."
-            )
-        # -- The stored size (what Pillow decodes): header only, nothing decoded yet. --
-        decode_cap = max(DECODE_MAX_PIXELS, max_pixels)
-        if w * h > decode_cap:
-            side = math.isqrt(decode_cap)
-            raise ImageTooLarge(
-                f"{_cap(label)} is {_size_text(w, h)} = {w * h:,} pixels, more than the "
-                f"{decode_cap:,} this loader decodes, so it was refused before decoding to "
-                f"protect memory. Downscale it (e.g. to at most {side} x {side}) and try again."
-            )
+        _check_stored_size(w, h, max_pixels, label)
         bit_depth = _stored_bit_depth(im, data)
         rawmode = _rawmode(im)
         icc = bool(im.info.get("icc_profile"))
-
-        try:
-            n_frames = int(getattr(im, "n_frames", 1) or 1)
-            counted = True
-        except Exception:  # a damaged later frame must not stop us using the first one
-            n_frames, counted = 1, False
-        if n_frames > 1 or not counted:
-            im.seek(0)  # counting frames moves through the file; come back to frame 0
-        if n_frames > 1:
-            notices.append(
-                f"The {fmt} file has {n_frames} frames (an animation, pages or several "
-                "images); only the first frame was used."
-            )
-        elif not counted:
-            notices.append(
-                f"The {fmt} file's frames could not be counted (a later frame is damaged); "
-                "only the first frame was used."
-            )
+        n_frames = _first_frame(im, fmt, notices)
 
         # Orientation before decoding only where it costs nothing (JPEG/WebP keep EXIF in
         # the header); it only affects how sizes are worded in the size-limit messages.
@@ -854,16 +833,11 @@ def _decode(data, name, label, max_side, min_side, small, bg, max_pixels) -> Loa
         target = _plan_size(w, h, max_side, min_side, small, label, early in (5, 6, 7, 8))
         _check_budget(w, h, target, max_pixels, label)
 
-        box = None
-        if target is not None and target[0] < w and fmt in ("JPEG", "MPO") and n_frames == 1:
-            # libjpeg DCT scaling to >= 2x the target (Image.thumbnail's reducing_gap=2).
-            drafted = im.draft(mode, (target[0] * 2, target[1] * 2))
-            if drafted is not None:
-                box = drafted[1]
+        box = _draft_box(im, target, fmt, mode, w, n_frames)
         pixels = _png_rgb8_fast(im, data, fmt, mode, bit_depth, n_frames)
         if pixels is not None and target is None:
             # A plain 8-bit RGB PNG used at its own size: no orientation tag, alpha, conversion
-            # or resize below would touch its pixels (0.14 ms saved per 256 px image).
+            # or resize below would touch its pixels, so they are used as decoded.
             return LoadedImage(
                 array=array_from_uint8(pixels), notices=tuple(notices), name=name, format=fmt,
                 mode=mode, original_size=(w, h), size=(h, w), bit_depth=bit_depth,
@@ -878,7 +852,6 @@ def _decode(data, name, label, max_side, min_side, small, bg, max_pixels) -> Loa
 
         # After load: PNG keeps EXIF (eXIf chunk) wherever it likes, even after the pixels.
         orientation = _orientation(frame)
-        transpose = _ORIENTATION_TEXT.get(orientation)
         rotated = orientation in (5, 6, 7, 8)
 
         had_alpha = mode in _ALPHA_MODES or "transparency" in frame.info
@@ -889,43 +862,11 @@ def _decode(data, name, label, max_side, min_side, small, bg, max_pixels) -> Loa
         if note:
             notices.append(note)
 
-        # -- Resize once, in stored orientation. --
-        downscaled_from = upscaled_from = None
-        before = (h, w) if not rotated else (w, h)
-        if target is not None:
-            down = target[0] < w
-            resample = Image.Resampling.LANCZOS if down else Image.Resampling.BICUBIC
-            if box is not None and work.size != im.size:
-                box = None  # conversion changed the geometry: resize from the whole frame
-            work = work.resize(target, resample, box=box)
-            shown_before = (w, h) if not rotated else (h, w)
-            shown_after = target if not rotated else (target[1], target[0])
-            if down:
-                downscaled_from = before
-                notices.append(
-                    f"Downscaled from {shown_before[0]} x {shown_before[1]} to "
-                    f"{shown_after[0]} x {shown_after[1]} pixels (W x H) with Lanczos "
-                    f"filtering, to keep the longer side within max_side={max_side}."
-                )
-            else:
-                upscaled_from = before
-                notices.append(
-                    f"Upscaled from {shown_before[0]} x {shown_before[1]} to "
-                    f"{shown_after[0]} x {shown_after[1]} pixels (W x H) with bicubic "
-                    f"interpolation, because the chosen backbone needs at least {min_side} "
-                    f"pixels per side (min_side={min_side})."
-                )
-
-        # -- EXIF orientation, after resizing (transposes are exact). --
-        if transpose is not None:
-            work = work.transpose(transpose[0])
-            notices.append(
-                f"The image was {transpose[1]} to apply its EXIF orientation tag "
-                f"({orientation}), so it is upright as the camera intended."
-            )
-
+        work, down = _resize(work, target, box, im.size, w, h, rotated, max_side, min_side, notices)
+        work = _apply_orientation(work, orientation, notices)
         array = _to_rgb_float(work, bg, notices)
 
+    before = (h, w) if not rotated else (w, h)
     return LoadedImage(
         array=array,
         notices=tuple(notices),
@@ -939,10 +880,112 @@ def _decode(data, name, label, max_side, min_side, small, bg, max_pixels) -> Loa
         was_grayscale=bool(was_grayscale),
         exif_orientation=orientation,
         n_frames=n_frames,
-        downscaled_from=downscaled_from,
-        upscaled_from=upscaled_from,
+        downscaled_from=before if down is True else None,
+        upscaled_from=before if down is False else None,
         icc_profile=icc,
     )
+
+
+def _check_stored_size(w: int, h: int, max_pixels: int, label: str) -> None:
+    """Refuse, from the header, a declared size that is empty (a corrupt file) or a stored image
+    over ``max(DECODE_MAX_PIXELS, max_pixels)`` pixels (:class:`ImageTooLarge`): what Pillow would
+    decode before any downscaling."""
+    if w < 1 or h < 1:
+        raise ImageLoadError(
+            f"{_cap(label)} declares a size of {w} x {h} pixels: the file is corrupt. "
+            "Re-download it or re-export it."
+        )
+    decode_cap = max(DECODE_MAX_PIXELS, max_pixels)
+    if w * h > decode_cap:
+        side = math.isqrt(decode_cap)
+        raise ImageTooLarge(
+            f"{_cap(label)} is {_size_text(w, h)} = {w * h:,} pixels, more than the "
+            f"{decode_cap:,} this loader decodes, so it was refused before decoding to "
+            f"protect memory. Downscale it (e.g. to at most {side} x {side}) and try again."
+        )
+
+
+def _first_frame(im: Image.Image, fmt: str, notices: list[str]) -> int:
+    """The file's frame count (1 when it cannot be counted), with ``im`` left on frame 0 and a
+    notice when other frames are ignored."""
+    try:
+        n_frames = int(getattr(im, "n_frames", 1) or 1)
+        counted = True
+    except Exception:  # a damaged later frame must not stop us using the first one
+        n_frames, counted = 1, False
+    if n_frames > 1 or not counted:
+        im.seek(0)  # counting frames moves through the file; come back to frame 0
+    if n_frames > 1:
+        notices.append(
+            f"The {fmt} file has {n_frames} frames (an animation, pages or several "
+            "images); only the first frame was used."
+        )
+    elif not counted:
+        notices.append(
+            f"The {fmt} file's frames could not be counted (a later frame is damaged); "
+            "only the first frame was used."
+        )
+    return n_frames
+
+
+def _draft_box(im: Image.Image, target: tuple[int, int] | None, fmt: str, mode: str, w: int,
+               n_frames: int) -> tuple | None:
+    """For a single-frame JPEG to be downscaled: ask libjpeg for DCT scaling to no less than twice
+    ``target`` (``Image.thumbnail``'s ``reducing_gap=2``) and return the source box of the drafted
+    image to resize from, else ``None``."""
+    if target is not None and target[0] < w and fmt in ("JPEG", "MPO") and n_frames == 1:
+        drafted = im.draft(mode, (target[0] * 2, target[1] * 2))
+        if drafted is not None:
+            return drafted[1]
+    return None
+
+
+def _resize(work: Image.Image, target: tuple[int, int] | None, box: tuple | None,
+            decoded_size: tuple[int, int], w: int, h: int, rotated: bool, max_side, min_side,
+            notices: list[str]) -> tuple[Image.Image, bool | None]:
+    """Resize once, in the stored orientation, to ``target`` (W, H), with a notice.
+
+    Returns:
+        The resized image and ``True`` (downscaled, Lanczos), ``False`` (upscaled, bicubic) or
+        ``None`` (no ``target``: unchanged).
+    """
+    if target is None:
+        return work, None
+    down = target[0] < w
+    resample = Image.Resampling.LANCZOS if down else Image.Resampling.BICUBIC
+    if box is not None and work.size != decoded_size:
+        box = None  # conversion changed the geometry: resize from the whole frame
+    work = work.resize(target, resample, box=box)
+    shown_before = (w, h) if not rotated else (h, w)
+    shown_after = target if not rotated else (target[1], target[0])
+    if down:
+        notices.append(
+            f"Downscaled from {shown_before[0]} x {shown_before[1]} to "
+            f"{shown_after[0]} x {shown_after[1]} pixels (W x H) with Lanczos "
+            f"filtering, to keep the longer side within max_side={max_side}."
+        )
+    else:
+        notices.append(
+            f"Upscaled from {shown_before[0]} x {shown_before[1]} to "
+            f"{shown_after[0]} x {shown_after[1]} pixels (W x H) with bicubic "
+            f"interpolation, because the chosen backbone needs at least {min_side} "
+            f"pixels per side (min_side={min_side})."
+        )
+    return work, down
+
+
+def _apply_orientation(work: Image.Image, orientation: int, notices: list[str]) -> Image.Image:
+    """``work`` turned upright by its EXIF ``orientation`` (after resizing: transposes are exact),
+    with a notice; unchanged for an upright or unknown tag."""
+    transpose = _ORIENTATION_TEXT.get(orientation)
+    if transpose is None:
+        return work
+    work = work.transpose(transpose[0])
+    notices.append(
+        f"The image was {transpose[1]} to apply its EXIF orientation tag "
+        f"({orientation}), so it is upright as the camera intended."
+    )
+    return work
 
 
 def _check_budget(w: int, h: int, target: tuple[int, int] | None, max_pixels: int, label: str) -> None:
@@ -989,10 +1032,10 @@ def _png_rgb8_fast(im: Image.Image, data: bytes, fmt: str, mode: str, bit_depth:
 
     Plain: one frame, no transparency key and no ``eXIf`` chunk anywhere in the file (Pillow
     finds one after the pixels only while decoding), so Pillow's path would use the pixels as
-    they are stored. libspng decodes such a file to the same bytes as Pillow in about half the
-    time (1.25 against 2.42 ms for a 256 px photo crop, 123 KB), which is a tenth of a dataset
-    run's work for AlexNet at 256 px. Anything else, or any failure of libspng (a corrupt or
-    truncated file), returns ``None``: Pillow decodes it and words the error.
+    they are stored. libspng decodes such a file to the same bytes as Pillow in less time, and
+    decoding is a sizeable share of a dataset run's work at small image sizes. Anything else, or
+    any failure of libspng (a corrupt or truncated file), returns ``None``: Pillow decodes it and
+    words the error.
     """
     if (_spng is None or fmt != "PNG" or mode != "RGB" or bit_depth != 8 or n_frames != 1
             or "transparency" in im.info):
@@ -1012,9 +1055,9 @@ def _png_rgb8_fast(im: Image.Image, data: bytes, fmt: str, mode: str, bit_depth:
 
 def _png_chunk_types(data: bytes) -> set[bytes] | None:
     """The chunk types of a PNG file, walked from chunk header to chunk header up to ``IEND``
-    (a few dozen steps, where searching the whole file for a type's four bytes took 0.1 ms per
-    256 px image and matched them inside compressed pixels too); ``None`` if the chunks run past
-    the end of the file or ``IEND`` is missing (a truncated or corrupt file)."""
+    (a few dozen steps, where searching the whole file for a type's four bytes would read every
+    byte and could match them inside compressed pixels); ``None`` if the chunks run past the end
+    of the file or ``IEND`` is missing (a truncated or corrupt file)."""
     view, pos, end, types = memoryview(data), 8, len(data), set()
     while pos + 12 <= end:
         length = int.from_bytes(view[pos:pos + 4], "big")
@@ -1063,6 +1106,15 @@ def _canonical(
             "CMYK image: converted to RGB with Pillow's plain formula (no colour "
             "management), so colours may differ slightly from a print-oriented viewer."
         )
+    return _canonical_wide(im, mode, bit_depth, rawmode, label, has_key)
+
+
+def _canonical_wide(
+    im: Image.Image, mode: str, bit_depth: int, rawmode: str, label: str, has_key: bool
+) -> tuple[Image.Image, str | None]:
+    """:func:`_canonical` for the modes beyond 8 bits per sample (16-bit and 32-bit integer,
+    float) and any other mode Pillow can convert to RGB; refuses those with no ``[0, 1]`` mapping.
+    ``has_key``: the image has a transparent colour key."""
     if mode in _UINT16_MODES:
         values = np.asarray(im).astype(np.float32)
         values /= np.float32(65535.0)

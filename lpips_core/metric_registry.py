@@ -3,12 +3,13 @@
 One table (:data:`METRICS`) says, for each metric, which networks it has, which input range it
 expects, what its result carries, how to build it and how to tell whether its weights are here.
 Every model follows :mod:`lpips_core.protocol`; this module is the only place that knows a metric
-by its name. Three functions serve the CLI and the pages:
+by its name. These functions serve the CLI and the pages:
 
 - :func:`prepare_input`: an image in ``[0, 1]`` → the tensor a metric is fed, under the metric's
   correct convention (``convention="correct"``) or a deliberately wrong one (Conventions page);
 - :func:`build`: the model (build once and cache it; never inside a metric call);
-- :func:`availability`: whether the weights are here, and where from, or the fix.
+- :func:`availability`: whether the weights are here, and where from, or the fix;
+- :func:`resolve_net`: the network a metric runs on (the one named, checked, or its default).
 
 =========  ===============  ============  ==========================================================
 metric     nets             input range   result (:class:`~lpips_core.protocol.MetricResult`)
@@ -55,6 +56,7 @@ __all__ = [
     "model_metric",
     "correct_convention",
     "prepare_input",
+    "resolve_net",
 ]
 
 MetricName = Literal["lpips", "stlpips", "dists"]
@@ -72,8 +74,6 @@ class MetricInfo:
         label: how to show it (``"ST-LPIPS"``).
         nets: the networks it has; ``default_net`` the one used when none is named.
         input_range: the convention of :mod:`lpips_core.conventions` its inputs must follow.
-        per_layer: the result has per-layer terms (``LPIPSResult.per_layer``) and spatial maps.
-        per_stage: the result has texture and structure terms per stage (``DISTSResult``).
         reference: the paper.
         summary: one line on what it changes with respect to LPIPS.
         cls: the model class (a :class:`~lpips_core.protocol.LearnedMetric`).
@@ -89,8 +89,6 @@ class MetricInfo:
     nets: tuple[str, ...]
     default_net: str
     input_range: str
-    per_layer: bool
-    per_stage: bool
     reference: str
     summary: str
     cls: type = field(repr=False, default=LearnedMetric)
@@ -102,6 +100,8 @@ class MetricInfo:
 
     @property
     def has_maps(self) -> bool:
+        """The result has per-position layer maps (LPIPS, ST-LPIPS); DISTS's terms are statistics
+        over whole feature maps, per stage, with its :attr:`components`."""
         return self.cls.has_maps
 
     @property
@@ -134,14 +134,14 @@ def _dists_available(net: str) -> tuple[bool, str]:
 
 METRICS: dict[str, MetricInfo] = {
     "lpips": MetricInfo(
-        "lpips", "LPIPS", _weights.NETS, "alex", "[-1,1]", True, False,
+        "lpips", "LPIPS", _weights.NETS, "alex", "[-1,1]",
         "Zhang, Isola, Efros, Shechtman and Wang, CVPR 2018",
         "ImageNet features, unit-normalised, channel weights fitted to BAPPS 2AFC judgments.",
         cls=LPIPS, factory=lambda net, version, lin, device: LPIPS(net, version or "0.1", lin, device=device),
         available=lambda net: _weights.availability(net), versions=_weights.VERSIONS, has_baseline=True,
     ),
     "stlpips": MetricInfo(
-        "stlpips", "ST-LPIPS", _st.ST_NETS, "alex", _st.STLPIPS.input_range, True, False,
+        "stlpips", "ST-LPIPS", _st.ST_NETS, "alex", _st.STLPIPS.input_range,
         "Ghildyal and Liu, ECCV 2022",
         "LPIPS on an anti-aliased backbone (BlurPool, reflection padding, conv1 stride 1), "
         "retrained on BAPPS: tolerant of small shifts.",
@@ -149,7 +149,7 @@ METRICS: dict[str, MetricInfo] = {
         available=_stlpips_available,
     ),
     "dists": MetricInfo(
-        "dists", "DISTS", ("vgg",), "vgg", _dists.DISTS.input_range, False, True,
+        "dists", "DISTS", ("vgg",), "vgg", _dists.DISTS.input_range,
         "Ding, Ma, Wang and Simoncelli, IEEE TPAMI 2022",
         "VGG16 with L2 pooling and the input as stage 0; structure (correlation) and texture "
         "(mean) terms per channel, fitted to KADID-10k: tolerant of resampled texture.",
@@ -174,7 +174,14 @@ def _info(metric: str) -> MetricInfo:
     return METRICS[metric]
 
 
-def _net(info: MetricInfo, net: str | None) -> str:
+def resolve_net(metric: str, net: str | None = None) -> str:
+    """The network ``metric`` runs on: ``net`` checked against the metric's nets, or its
+    ``default_net`` when ``None``.
+
+    Raises:
+        ValueError: an unknown metric, or a net the metric does not have.
+    """
+    info = _info(metric)
     if net is None:
         return info.default_net
     if net not in info.nets:
@@ -252,7 +259,7 @@ def build(
         WeightsUnavailable: weights missing; the message says how to fix it.
     """
     info = _info(metric)
-    net = _net(info, net)
+    net = resolve_net(metric, net)
     version = _check_variant(info, version, lin)
     return info.factory(net, version, lin, device)
 
@@ -263,7 +270,7 @@ def availability(metric: str, net: str | None = None) -> tuple[bool, str]:
     Cheap: looks for files, loads nothing.
     """
     info = _info(metric)
-    return info.available(_net(info, net))
+    return info.available(resolve_net(metric, net))
 
 
 def model_metric(model: LearnedMetric) -> str:

@@ -26,18 +26,14 @@ import torch.nn.functional as F
 from torch import nn
 
 from .backbones import CHANNELS, LAYER_NAMES, Backbone
-from .protocol import Features, LearnedMetric, MetricResult, check_input, resolve_device
+from .devices import resolve_device
+from .protocol import Features, LearnedMetric
 from .weights import NETS, VERSIONS, lin_weights, load_backbone_weights
 
-__all__ = [
-    "EPS", "Features", "LPIPS", "LPIPSBase", "LPIPSResult", "check_input", "layer_term_maps", "resolve_device",
-    "unit_normalize",
-]
+__all__ = ["EPS", "LPIPS", "LPIPSBase", "layer_term_maps", "unit_normalize"]
 
 Net = Literal["alex", "vgg", "squeeze"]
 Version = Literal["0.1", "0.0"]
-#: The result of every LPIPS-like comparison (the protocol's one result type).
-LPIPSResult = MetricResult
 
 EPS = 1e-10
 _SHIFT = (-0.030, -0.088, -0.188)
@@ -92,10 +88,9 @@ def _numpy_head(device: torch.device) -> bool:
     spatial mean) in NumPy on one thread: on a CPU with at most two intra-op threads.
 
     Those passes are short and memory-bound, about nine per layer; on two OpenMP threads each
-    is a fork/join that waits whenever another process holds one of the two cores. Measured on
-    a 2-core CPU shared with other jobs (one AlexNet chunk of 12 images at 256 px): normalising
-    the taps took 10 ms on one thread and 194 ms on two (load 3.5); the whole head 27 ms in
-    NumPy, 36 ms in PyTorch on one thread, 74 ms on two (load 4.6). With more threads the
+    is a fork/join that waits whenever another process holds one of the two cores, so on a busy
+    host the head runs faster on one thread than on two, and fastest in NumPy
+    (docs/performance.md, "Measurements behind the code's choices"). With more threads the
     bandwidth of several cores wins. (``compare`` and ``forward`` keep the PyTorch head.)
     """
     return device.type == "cpu" and torch.get_num_threads() <= 2
@@ -130,8 +125,8 @@ def _np_channel_terms(fx: Sequence[torch.Tensor], fy: Sequence[torch.Tensor], ra
     ``raw_y == "both"``: neither side is normalised yet (both halves of one backbone batch, both
     transient). Each pair is then normalised and differenced on its own while its maps are still
     in the cache: the same operations on the same values as over the whole chunk, so the same
-    bits, in 11 instead of 14 ms for a chunk of 12 AlexNet pairs at 256 px (one thread, this
-    2-core host), where each of the five passes over the chunk's maps came from memory. A layer
+    bits, in less time than five passes over the chunk's maps, each from memory
+    (docs/performance.md, "Measurements behind the code's choices"). A layer
     whose maps for the whole chunk fit in :data:`_NP_WHOLE_CHUNK_BYTES` is done in one go instead
     (the same bits again, and fewer calls: the small maps of the Conventions grid).
     """
@@ -476,7 +471,7 @@ class LPIPS(LPIPSBase):
         weights: where the backbone weights came from (see :mod:`lpips_core.weights`).
         layer_names: the taps, e.g. ``("relu1", …, "relu5")``.
         channel_weights: the lin weights per layer, ``[(C_l,), …]``, or ``None`` for baseline.
-        ref_cache: the reference-feature cache (:class:`~lpips_core.protocol.FeatureCache`).
+        ref_cache: the reference-feature cache (:class:`~lpips_core.caching.FeatureCache`).
 
     Differentiable: ``model(x, y)`` (see :mod:`lpips_core.protocol`); every other call is
     inference-only.

@@ -15,7 +15,7 @@ call                                   what it does
                                        which traces it as one graph).
 ``features(x)``                        :class:`Features`: the network's stages of a batch, once.
 ``reference_features(x)``              ``features`` through a thread-safe, byte-bounded LRU keyed
-                                       by the content of ``x`` (:class:`FeatureCache`).
+                                       by the content of ``x`` (:class:`~lpips_core.caching.FeatureCache`).
 ``compare_features(fx, fy, spatial=)`` :class:`MetricResult` from precomputed features.
 ``compare(x, y, spatial=)``            :class:`MetricResult` of pairs (a batch of 1 broadcasts).
 ``compare_batch(ref, others, ...)``    one reference ``(1, 3, H, W)`` against ``(K, 3, H, W)``.
@@ -33,40 +33,24 @@ metric has spatial maps, and named ``components`` (DISTS: ``texture`` and ``stru
 
 from __future__ import annotations
 
-import threading
 import warnings
-import weakref
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Callable, ClassVar, Literal, Mapping, Sequence
 
 import torch
 from torch import nn
 
-from . import batching, environment
-from .caching import content_digest
+from . import batching
+from .caching import FeatureCache
+from .devices import resolve_device
 
 __all__ = [
-    "DEFAULT_CACHE_MB",
-    "DEFAULT_TOTAL_CACHE_MB",
-    "FeatureCache",
     "Features",
     "LearnedMetric",
     "MetricResult",
     "REDUCTIONS",
     "check_input",
-    "resolve_device",
 ]
-
-#: Default byte budget of each model's reference-feature cache, in MiB. Override per process with
-#: the ``LPIPS_EXPLORER_CACHE_MB`` environment variable, per model with ``model.ref_cache.max_bytes``.
-DEFAULT_CACHE_MB = 128
-#: Default byte budget of all reference-feature caches of the process together, in MiB (a server
-#: holds several models: AlexNet and VGG16 in two versions, the successors…). Override with the
-#: ``LPIPS_EXPLORER_CACHE_TOTAL_MB`` environment variable; the least recently used entry of any
-#: model goes first.
-DEFAULT_TOTAL_CACHE_MB = 256
-
 
 #: The reductions ``model(x, y, reduction=…)`` takes: ``(N,)`` distances, their mean, their sum.
 REDUCTIONS: tuple[str, ...] = ("none", "mean", "sum")
@@ -75,34 +59,6 @@ Reduction = Literal["none", "mean", "sum"]
 #: Whether ``torch.compile`` (or ``torch.export``) is tracing the call (``False`` on a torch too
 #: old to say: it has no ``torch.compiler.is_compiling``).
 _compiling: Callable[[], bool] = getattr(getattr(torch, "compiler", None), "is_compiling", lambda: False)
-
-
-def resolve_device(device: torch.device | str | None = None) -> torch.device:
-    """``None``/``"auto"`` → CUDA if available, then Apple MPS, then CPU; else ``torch.device(device)``.
-
-    Raises:
-        ValueError: an unknown device string, or CUDA/MPS requested where it is not available.
-    """
-    if device is None or device == "auto":
-        if torch.cuda.is_available():
-            return torch.device("cuda")
-        mps = getattr(torch.backends, "mps", None)
-        if mps is not None and mps.is_available():
-            return torch.device("mps")
-        return torch.device("cpu")
-    try:
-        dev = torch.device(device)
-    except (RuntimeError, TypeError) as exc:
-        raise ValueError(f"device must be 'auto', 'cpu', 'cuda' or 'mps', got {device!r}") from exc
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device {str(device)!r} requested but CUDA is not available here")
-    if dev.type == "mps":
-        mps = getattr(torch.backends, "mps", None)
-        if mps is None or not mps.is_available():
-            raise ValueError(f"device {str(device)!r} requested but Apple MPS is not available here")
-    if dev.type not in ("cpu", "cuda", "mps"):
-        raise ValueError(f"device must be 'auto', 'cpu', 'cuda' or 'mps', got {device!r}")
-    return dev
 
 
 def check_input(
@@ -214,181 +170,6 @@ class MetricResult:
         )
 
 
-# ----------------------------------------------------------------------------- the cache
-def _env_budget() -> int:
-    """Each model's budget: ``LPIPS_EXPLORER_CACHE_MB`` (MiB), else :data:`DEFAULT_CACHE_MB`."""
-    return environment.cache_mb("LPIPS_EXPLORER_CACHE_MB", DEFAULT_CACHE_MB)
-
-
-def _env_total_budget() -> int:
-    """The process's budget: ``LPIPS_EXPLORER_CACHE_TOTAL_MB`` (MiB), else :data:`DEFAULT_TOTAL_CACHE_MB`."""
-    return environment.cache_mb("LPIPS_EXPLORER_CACHE_TOTAL_MB", DEFAULT_TOTAL_CACHE_MB)
-
-
-class CachePool:
-    """The budget every :class:`FeatureCache` of a process shares: one lock, one LRU across models.
-
-    All bookkeeping of the caches in a pool happens under the pool's lock (a cache never takes a
-    second lock, so there is no lock order to get wrong). When the pool's bytes exceed
-    ``max_bytes``, the least recently used entry of any cache is dropped.
-
-    Args:
-        max_bytes: the budget (default: ``LPIPS_EXPLORER_CACHE_TOTAL_MB``, else
-            :data:`DEFAULT_TOTAL_CACHE_MB` MiB), read when the first cache joins.
-    """
-
-    def __init__(self, max_bytes: int | None = None):
-        self._max_bytes = max_bytes
-        self.lock = threading.Lock()
-        self._order: OrderedDict[tuple[int, str], tuple[weakref.ref, int]] = OrderedDict()
-        self._bytes = 0
-
-    @property
-    def max_bytes(self) -> int:
-        if self._max_bytes is None:
-            self._max_bytes = _env_total_budget()
-        return self._max_bytes
-
-    @max_bytes.setter
-    def max_bytes(self, value: int) -> None:
-        self._max_bytes = int(value)
-
-    @property
-    def nbytes(self) -> int:
-        """Bytes held by the live caches of the pool."""
-        with self.lock:
-            return self._bytes
-
-    # the methods below run with ``self.lock`` held (by the cache calling them)
-    def _touch(self, cache: "FeatureCache", key: str) -> None:
-        self._order.move_to_end((id(cache), key))
-
-    def _add(self, cache: "FeatureCache", key: str, size: int) -> None:
-        self._remove(cache, key)  # a stale entry of a dead cache whose id was reused
-        self._order[(id(cache), key)] = (weakref.ref(cache), size)
-        self._bytes += size
-        while self._bytes > self.max_bytes and self._order:
-            (_, k), (ref, n) = self._order.popitem(last=False)
-            self._bytes -= n
-            owner = ref()
-            if owner is not None:
-                owner._drop(k)
-
-    def _remove(self, cache: "FeatureCache", key: str) -> None:
-        hit = self._order.pop((id(cache), key), None)
-        if hit is not None:
-            self._bytes -= hit[1]
-
-    def _forget_dead(self) -> None:
-        for k in [k for k, (ref, _) in self._order.items() if ref() is None]:
-            self._bytes -= self._order.pop(k)[1]
-
-
-#: The pool of every model's cache in this process (see :class:`CachePool`).
-SHARED_POOL = CachePool()
-
-
-class FeatureCache:
-    """A thread-safe LRU of :class:`Features` bounded by bytes, keyed by the content of an input.
-
-    One instance lives on each model, which ``st.cache_resource`` shares across every session
-    thread: all bookkeeping happens under one lock (the :class:`CachePool`'s, shared by every cache
-    of the process); the network pass runs outside it (two threads asking for the same new key may
-    both compute it; the second result replaces the first, equal). Two budgets hold: this cache's
-    ``max_bytes`` and the pool's, across all models (the least recently used entry of any model is
-    dropped first). An entry larger than either budget is returned but not kept.
-
-    Args:
-        max_bytes: this cache's budget (default: ``LPIPS_EXPLORER_CACHE_MB``, else
-            :data:`DEFAULT_CACHE_MB` MiB).
-        pool: the shared budget (default :data:`SHARED_POOL`).
-    """
-
-    def __init__(self, max_bytes: int | None = None, *, pool: CachePool | None = None):
-        self.max_bytes = _env_budget() if max_bytes is None else int(max_bytes)
-        self.pool = SHARED_POOL if pool is None else pool
-        self._lock = self.pool.lock
-        self._entries: OrderedDict[str, Features] = OrderedDict()
-        self._bytes = 0
-        self.hits = 0
-        self.misses = 0
-        weakref.finalize(self, _forget_dead_later, self.pool)
-
-    @staticmethod
-    def key(x: torch.Tensor) -> str:
-        """:func:`lpips_core.caching.content_digest` of ``x``: its shape, dtype and values."""
-        return content_digest(x)
-
-    @property
-    def nbytes(self) -> int:
-        with self._lock:
-            return self._bytes
-
-    def __len__(self) -> int:
-        with self._lock:
-            return len(self._entries)
-
-    def clear(self) -> None:
-        with self._lock:
-            for key in list(self._entries):
-                self.pool._remove(self, key)
-            self._entries.clear()
-            self._bytes = 0
-
-    def _drop(self, key: str) -> None:  # under the lock, called by the pool
-        evicted = self._entries.pop(key, None)
-        if evicted is not None:
-            self._bytes -= evicted.nbytes
-
-    def _hit(self, key: str) -> Features | None:  # under the lock
-        hit = self._entries.get(key)
-        if hit is not None:
-            self._entries.move_to_end(key)
-            self.pool._touch(self, key)
-            self.hits += 1
-        return hit
-
-    def peek(self, key: str) -> Features | None:
-        """The entry for ``key`` if there is one (counted as a hit and made the most recent), else
-        ``None``; a miss is not counted and nothing is stored."""
-        with self._lock:
-            return self._hit(key)
-
-    def get_or_compute(self, key: str, compute: Callable[[], Features]) -> Features:
-        with self._lock:
-            hit = self._hit(key)
-            if hit is not None:
-                return hit
-            self.misses += 1
-        feats = compute()
-        size = feats.nbytes
-        with self._lock:
-            if _DEAD_CACHES.pop(id(self.pool), None):
-                self.pool._forget_dead()
-            if size > self.max_bytes or size > self.pool.max_bytes:
-                return feats
-            if key in self._entries:
-                self._drop(key)
-                self.pool._remove(self, key)
-            self._entries[key] = feats
-            self._bytes += size
-            while self._bytes > self.max_bytes and self._entries:
-                old = next(iter(self._entries))
-                self._drop(old)
-                self.pool._remove(self, old)
-            self.pool._add(self, key, size)
-        return feats
-
-
-#: Pools (by id) that have lost a cache since they last looked; a finalizer only flags it (it may
-#: run while the pool's lock is held), the next insertion clears the dead entries.
-_DEAD_CACHES: dict[int, bool] = {}
-
-
-def _forget_dead_later(pool: CachePool) -> None:
-    _DEAD_CACHES[id(pool)] = True
-
-
 # ----------------------------------------------------------------------------- the base class
 class LearnedMetric(nn.Module):
     """Base of every learned metric: frozen, always in eval mode, one device, one protocol.
@@ -408,9 +189,9 @@ class LearnedMetric(nn.Module):
     input_range: ClassVar[str] = "[-1,1]"
     has_maps: ClassVar[bool] = True
     #: Keep the weights channels-last on a CPU, so oneDNN's convolutions run without a layout
-    #: reorder around every layer. Measured on 2 cores, a 256 px pair: VGG16 LPIPS 0.82 → 0.66 s
-    #: (medians of interleaved runs), ST-LPIPS AlexNet 244 → 191 ms, AlexNet 40 → 35 ms; distances
-    #: within 5e-8 of the contiguous layout, gradients within the 1e-6 parity bound.
+    #: reorder around every layer: faster for every backbone, distances within 5e-8 of the
+    #: contiguous layout, gradients within the 1e-6 parity bound (the timings: docs/performance.md,
+    #: "Measurements behind the code's choices").
     channels_last_on_cpu: ClassVar[bool] = True
 
     net: str
@@ -495,7 +276,8 @@ class LearnedMetric(nn.Module):
 
     @torch.inference_mode()
     def reference_features(self, x: torch.Tensor, *, keep: bool = True) -> Features:
-        """:meth:`features` through this model's :class:`FeatureCache` (keyed by the content of ``x``).
+        """:meth:`features` through this model's :class:`~lpips_core.caching.FeatureCache` (keyed by
+        the content of ``x``).
 
         ``keep=False`` uses a cached entry but does not store a new one: for one-off references
         (a diagnosis's counterfactuals) that would push out the ones a user comes back to (a
@@ -575,9 +357,8 @@ class LearnedMetric(nn.Module):
 
     def _batch_rule(self, height: int, width: int) -> int:
         """The memory rule: as many images as keep the first stage's activations within a budget —
-        12 MB on a CPU (where a host with few cache ran bigger batches slower per image: on 2 AVX2
-        cores, VGG16 at 256 px 240/253/308 ms per image for batches of 1/2/4; AlexNet at 512 px
-        52/47/53), and 2 GB on a GPU."""
+        12 MB on a CPU (a host with little cache runs bigger batches no faster per image, often
+        slower: docs/performance.md, "Measurements behind the code's choices"), and 2 GB on a GPU."""
         budget = (12 << 20) if self.device.type == "cpu" else (2 << 30)
         return max(1, budget // self._first_stage_bytes(height, width))
 

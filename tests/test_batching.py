@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from lpips_core import LPIPS, batching
+from lpips_core.caching import LRU
 
 
 REAL_BUSY = batching._busy
@@ -33,7 +34,7 @@ class FakeClock:
 def table(tmp_path, monkeypatch):
     path = tmp_path / "batch-table.json"
     monkeypatch.setenv("LPIPS_EXPLORER_BATCH_TABLE", str(path))
-    monkeypatch.setattr(batching, "_MEMO", {})
+    monkeypatch.setattr(batching, "_MEMO", LRU(256))
     monkeypatch.setattr(batching, "_busy", lambda: False)
     return path
 

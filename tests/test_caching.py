@@ -1,4 +1,4 @@
-"""lpips_core.caching: the content digest every cache keys by, and the bounded LRU."""
+"""lpips_core.caching: the content digest every cache keys by, the bounded LRU, memo and the models' feature caches."""
 
 from __future__ import annotations
 
@@ -9,8 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from lpips_core.caching import LRU, content_digest
-from lpips_core.protocol import FeatureCache
+from lpips_core.caching import LRU, CachePool, FeatureCache, content_digest, memo
 
 
 # --------------------------------------------------------------------------- content_digest
@@ -125,3 +124,119 @@ def test_lru_under_threads_stays_within_its_bound():
 def test_lru_errors(kwargs, match):
     with pytest.raises(ValueError, match=match):
         LRU(**kwargs)
+
+
+def test_lru_on_evict_sees_what_the_bounds_drop_and_nothing_else():
+    dropped = []
+    lru = LRU(2, on_evict=lambda k, v: dropped.append((k, v)))
+    lru.put("a", 1)
+    lru.put("b", 2)
+    lru.put("a", 10)  # a replaced key is not an eviction
+    lru.put("c", 3)  # over the bound: "b", the least recent, goes
+    lru.pop("a")
+    lru.clear()
+    assert dropped == [("b", 2)]
+    assert LRU(3).items() == [] and [k for k, _ in LRU(3).items()] == []
+
+
+def test_lru_items_do_not_touch_the_order_and_lrus_may_share_a_lock():
+    lock = threading.RLock()
+    seen = LRU(4, lock=lock)
+    lru = LRU(2, lock=lock, on_evict=lambda k, v: seen.put(k, v))  # the hook runs under the shared lock
+    for k in "abc":
+        lru.put(k, k.upper())
+    assert lru.items() == [("b", "B"), ("c", "C")] and lru.keys() == ["b", "c"]
+    assert seen.items() == [("a", "A")]
+
+
+# --------------------------------------------------------------------------- memo
+def test_memo_keeps_results_by_arguments_within_its_bound():
+    calls = []
+
+    @memo(2)
+    def square(x, *, plus=0):
+        """Squares."""
+        calls.append((x, plus))
+        return x * x + plus
+
+    assert [square(2), square(2), square(3), square(2, plus=1), square(2, plus=1)] == [4, 4, 9, 5, 5]
+    assert calls == [(2, 0), (3, 0), (2, 1)]
+    square(2)  # pushed out by the third key: computed again
+    assert calls[-1] == (2, 0) and square.__doc__ == "Squares." and square.__name__ == "square"
+    square.cache_clear()
+    square(3)
+    assert calls[-1] == (3, 0)
+
+
+def test_memo_keeps_no_exception_and_refuses_unhashable_arguments_and_bad_sizes():
+    calls = []
+
+    @memo(4)
+    def flaky(x):
+        calls.append(x)
+        if len(calls) == 1:
+            raise OSError("once")
+        return x
+
+    with pytest.raises(OSError):
+        flaky(1)
+    assert flaky(1) == 1 and flaky(1) == 1 and calls == [1, 1]
+    with pytest.raises(TypeError):
+        flaky([1])
+    for bad in (0, None, True):
+        with pytest.raises(ValueError, match="max_entries must be an int ≥ 1"):
+            memo(bad)
+
+
+def test_memo_separates_positional_from_keyword_arguments():
+    @memo(8)
+    def parts(*args, **kwargs):
+        return args, kwargs
+
+    assert parts(("k", 2)) == ((("k", 2),), {})
+    assert parts(k=2) == ((), {"k": 2})
+
+
+# --------------------------------------------------------------------------- the feature caches
+class _Feats:
+    def __init__(self, nbytes: int):
+        self.nbytes = nbytes
+
+
+def test_a_feature_cache_is_freed_with_its_model_and_leaves_its_pool():
+    """A replaced cache goes when its last reference does (no reference cycle keeps its features
+    until a garbage collection), and the pool forgets its entries at the next insertion."""
+    import gc
+    import weakref
+
+    pool = CachePool(max_bytes=100)
+    kept = FeatureCache(max_bytes=100, pool=pool)
+    gone = FeatureCache(max_bytes=100, pool=pool)
+    gone.get_or_compute("a", lambda: _Feats(30))
+    kept.get_or_compute("a", lambda: _Feats(30))
+    assert pool.nbytes == 60
+    ref = weakref.ref(gone)
+    gc.disable()
+    try:
+        del gone
+        assert ref() is None  # freed by its reference count alone
+    finally:
+        gc.enable()
+    kept.get_or_compute("b", lambda: _Feats(30))
+    assert pool.nbytes == kept.nbytes == 60 and len(kept) == 2
+
+
+def test_feature_caches_keep_within_both_budgets():
+    pool = CachePool(max_bytes=100)
+    a, b = FeatureCache(max_bytes=50, pool=pool), FeatureCache(max_bytes=80, pool=pool)
+    for k in "xyz":
+        a.get_or_compute(k, lambda: _Feats(20))
+    assert a.nbytes == 40 and len(a) == 2 and "x" not in a._entries  # its own budget: its oldest went
+    b.get_or_compute("x", lambda: _Feats(70))  # the pool's budget: a's oldest goes first
+    assert pool.nbytes == a.nbytes + b.nbytes == 90 and len(a) == 1
+    assert b.get_or_compute("big", lambda: _Feats(90)).nbytes == 90 and "big" not in b._entries  # over b's own
+    assert b.peek("x") is not None and b.hits == 1 and b.misses == 2
+    b.clear()
+    assert pool.nbytes == a.nbytes == 20 and len(b) == 0
+    b.max_bytes = 10
+    assert b.max_bytes == 10

@@ -25,7 +25,8 @@ import pytest
 import torch
 
 from lpips_core import metric_registry as registry
-from lpips_core.protocol import SHARED_POOL, CachePool, FeatureCache, LearnedMetric, MetricResult
+from lpips_core.caching import SHARED_POOL, CachePool, FeatureCache
+from lpips_core.protocol import LearnedMetric, MetricResult
 
 CASES = [("lpips", "alex"), ("lpips", "vgg"), ("stlpips", "alex"), ("dists", "vgg")]
 REPO = Path(__file__).resolve().parents[1]

@@ -87,11 +87,13 @@ def test_the_model_is_the_callers_and_must_match_the_spec(data, alex, monkeypatc
 
     monkeypatch.setattr(metric_registry, "build", no_build)
     assert len(worst_maps(alex, ALEX, data, k=1)) == 1
-    for spec, match in (("lpips-vgg", "does not compute lpips-vgg"), ("lpips-alex-0.0", "does not compute"),
-                        ("lpips-alex-0.1-baseline", "does not compute"), ("mse", "no spatial map")):
-        with pytest.raises(ValueError, match=match):
+    for spec in ("lpips-vgg", "lpips-alex-0.0", "lpips-alex-0.1-baseline", "stlpips-alex"):
+        with pytest.raises(TypeError, match=r"needs its own model \(.*\), got lpips-alex-0.1-lin"):
             worst_maps(alex, spec, data)
-    with pytest.raises(TypeError, match="not a model of a registered metric"):
+    for spec in ("mse", "dists"):
+        with pytest.raises(ValueError, match="no spatial map"):
+            worst_maps(alex, spec, data)
+    with pytest.raises(TypeError, match="needs its own model .*, got Identity"):
         worst_maps(torch.nn.Identity(), ALEX, data)
 
 

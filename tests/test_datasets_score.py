@@ -150,6 +150,24 @@ def test_mismatch_policies_resize_and_crop(broken):
     assert row["mse"] == pytest.approx(metrics.mse(a, np.clip(b64, 0, 1)), abs=1e-12)
 
 
+def test_models_are_kept_under_their_spec(scorer, monkeypatch):
+    """A scorer keeps each model under its spec (``model_spec`` with lin weights), built by the
+    spec: LPIPS lin and its baseline share one model; models given by spec are used, not rebuilt."""
+    scorer.build_all()
+    learned = [s for s in scorer.specs if s.learned]
+    assert set(scorer._models) == {s.replace(lin=True).model_spec for s in learned}
+    assert all(isinstance(k, MetricSpec) for k in scorer._models)
+    assert scorer.model(parse_spec("lpips")) is scorer.model(parse_spec("lpips-alex-baseline"))
+    alex = scorer.model(parse_spec("lpips"))
+    monkeypatch.setattr(MetricSpec, "build", lambda self, device=None: pytest.fail(f"{self.name} rebuilt"))
+    at_32 = parse_spec("lpips-alex-0.1-baseline-[0,1]@32")
+    for given in ({parse_spec("lpips"): alex}, {parse_spec("lpips-alex-0.1-lin-[0,1]-gray@64"): alex}):
+        assert Scorer([at_32], device="cpu", models=given).model(at_32) is alex
+    for key in ("lpips-alex", ("lpips", "alex", "0.1")):
+        with pytest.raises(TypeError, match="keyed by MetricSpec"):
+            Scorer([at_32], device="cpu", models={key: alex})
+
+
 class _Stop(Exception):
     pass
 

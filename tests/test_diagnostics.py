@@ -478,7 +478,7 @@ def test_diagnose_files_keeps_only_the_pairs_reference_cached(uploaded):
     """The counterfactuals' references (on black, alpha dropped, resized, cropped…) are not stored
     in the model's reference cache: after a diagnosis it holds the pair's own reference alone, so
     the user's next test image against the same reference needs one network pass, not two."""
-    from lpips_core.protocol import FeatureCache
+    from lpips_core.caching import FeatureCache
 
     ref_png, test_jpg, _ = uploaded
     model = LPIPS("alex")

@@ -1,4 +1,4 @@
-"""lpips_explorer.memory: the server's after-run housekeeping (malloc_trim, freezing long-lived objects)."""
+"""lpips_explorer.runtime.memory: the server's after-run housekeeping (malloc_trim, freezing long-lived objects)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import time
 import types
 import weakref
 
-from lpips_explorer import memory
+from lpips_explorer.runtime import memory
 
 
 def test_freeze_long_lived_freezes_once_per_new_modules_and_makes_collections_cheap(monkeypatch):

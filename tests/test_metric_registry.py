@@ -19,6 +19,7 @@ from lpips_core.metric_registry import (
     convention_note,
     correct_convention,
     prepare_input,
+    resolve_net,
 )
 
 REPO = Path(__file__).resolve().parents[1]
@@ -28,7 +29,8 @@ def test_table():
     assert tuple(METRICS) == ("lpips", "stlpips", "dists")
     assert {k: m.input_range for k, m in METRICS.items()} == {"lpips": "[-1,1]", "stlpips": "[-1,1]", "dists": "[0,1]"}
     assert METRICS["stlpips"].nets == ("alex", "vgg") and METRICS["dists"].nets == ("vgg",)
-    assert METRICS["stlpips"].per_layer and METRICS["dists"].per_stage and not METRICS["dists"].per_layer
+    assert METRICS["stlpips"].has_maps and not METRICS["dists"].has_maps
+    assert METRICS["dists"].components == ("texture", "structure") and METRICS["lpips"].components == ()
     for m in METRICS.values():
         assert m.default_net in m.nets
 
@@ -59,11 +61,18 @@ def test_conventions_and_notes():
         (lambda: availability("stlpips", "squeeze"), r"has nets \('alex', 'vgg'\)"),
         (lambda: availability("dists", "alex"), "has nets"),
         (lambda: convention_note("lpips", "raw"), "convention must be"),
+        (lambda: resolve_net("dists", "alex"), r"DISTS has no 'alex' backbone; it has nets \('vgg',\)"),
+        (lambda: resolve_net("lpips-ish"), "metric must be one of"),
     ],
 )
 def test_bad_arguments(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+def test_resolve_net_names_the_default_or_checks_the_one_given():
+    assert [resolve_net(m) for m in METRICS] == [METRICS[m].default_net for m in METRICS] == ["alex", "alex", "vgg"]
+    assert resolve_net("stlpips", "vgg") == "vgg" and resolve_net("lpips", "squeeze") == "squeeze"
 
 
 def test_availability_here():

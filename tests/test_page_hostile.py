@@ -108,7 +108,7 @@ def test_a_replaced_upload_deletes_its_folder(app, tmp_path, monkeypatch):
     """Each upload unpacks into a folder this session owns under the server's scratch root; a new
     upload deletes the folder of the one it replaces."""
     monkeypatch.setenv("LPIPS_EXPLORER_SCRATCH", str(tmp_path / "scratch"))
-    import lpips_explorer.scratch as scratch
+    import lpips_explorer.runtime.scratch as scratch
 
     monkeypatch.setattr(scratch, "_registry", None)  # a registry for this root
     at = ok(app.run())

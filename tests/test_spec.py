@@ -80,3 +80,21 @@ def test_a_model_knows_its_spec_and_a_spec_refuses_another_model(alex):
         MetricSpec.of_model(object())
     baseline = MetricSpec("lpips", lin=False).build()
     assert MetricSpec.of_model(baseline).name == "lpips-alex-0.1-baseline-[-1,1]"
+
+
+def test_for_model_is_the_one_check_of_a_spec_against_a_model(alex):
+    """``MetricSpec.for_model``: the model's own spec by default, else the spec given (a spec or
+    its name, with its input options), checked; a classic spec has no model."""
+    assert MetricSpec.for_model(alex) == MetricSpec.of_model(alex)
+    given = MetricSpec.for_model(alex, "lpips-alex-[0,1]@64")
+    assert given == MetricSpec("lpips", convention="[0,1]", size=64)
+    assert MetricSpec.for_model(alex, given) is given
+    with pytest.raises(TypeError, match=re.escape("LPIPS · VGG16 needs its own model (lpips-vgg-0.1-lin-[-1,1]), "
+                                                  "got lpips-alex-0.1-lin-[-1,1]")):
+        MetricSpec.for_model(alex, "lpips-vgg")
+    with pytest.raises(TypeError, match="got object"):
+        MetricSpec.for_model(object(), "lpips")
+    with pytest.raises(ValueError, match="SSIM is computed on the images directly; it has no model"):
+        MetricSpec.for_model(alex, "ssim")
+    with pytest.raises(ValueError, match="unknown metric"):
+        MetricSpec.for_model(alex, "lpipz")

@@ -21,7 +21,7 @@ from typing import Callable
 import streamlit as st
 from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
 
-from lpips_explorer.memory import freeze_long_lived, release_unused
+from lpips_explorer.runtime.memory import freeze_long_lived, release_unused
 
 from . import links
 from .boundary import error_boundary

@@ -1,12 +1,12 @@
 """What one server's sessions share: folders they own, and the slots for heavy jobs.
 
 - :func:`scratch_folder` makes a folder owned by this session in the server's
-  :class:`~lpips_explorer.scratch.ScratchRegistry` (within its byte budget);
+  :class:`~lpips_explorer.runtime.scratch.ScratchRegistry` (within its byte budget);
   :func:`scratch_release` deletes one the session has replaced. A daemon thread
   (:func:`start_sweeper`, started with the first folder) deletes, every 30 s (a quarter of the
   grace period if shorter), the folders of sessions that Streamlit's runtime no longer has
   (closed tabs), once the registry's grace period has passed.
-- :func:`heavy_job` holds one of the server's :func:`~lpips_explorer.jobs.heavy_jobs` slots for
+- :func:`heavy_job` holds one of the server's :func:`~lpips_explorer.runtime.jobs.heavy_jobs` slots for
   a ``with`` block; while every slot is taken it shows "Waiting for another job on this server
   to finish" (which is also where Streamlit stops a session that was closed or rerun).
 """
@@ -20,7 +20,7 @@ from typing import Iterator
 
 import streamlit as st
 
-from lpips_explorer import jobs, scratch
+from lpips_explorer.runtime import jobs, scratch
 
 __all__ = ["heavy_job", "scratch_folder", "scratch_release", "scratch_settle", "session_id", "start_sweeper"]
 
@@ -68,7 +68,7 @@ def start_sweeper(interval_s: float | None = None) -> threading.Thread:
 
 def scratch_folder(kind: str, *, want: int, at_least: int | None = None) -> tuple[Path, int]:
     """A new folder owned by this session and its byte allowance
-    (:meth:`~lpips_explorer.scratch.ScratchRegistry.new_folder`); sweeps ended sessions first.
+    (:meth:`~lpips_explorer.runtime.scratch.ScratchRegistry.new_folder`); sweeps ended sessions first.
 
     Raises:
         ScratchFull: the server's space is used up (the message is for the user).

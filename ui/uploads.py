@@ -3,7 +3,7 @@
 Shared by "Score a dataset" and "LPIPS space". The demo set is written once into the shared
 scratch area and reused by every server. An upload (a zip, unpacked by the hostile-safe
 :func:`lpips_core.datasets.archive.extract_zip`, or a set of files) lives in a folder owned by
-this session (:mod:`lpips_explorer.scratch`, within a byte budget), stored in the session under a
+this session (:mod:`lpips_explorer.runtime.scratch`, within a byte budget), stored in the session under a
 key with the digest of the bytes it came from: the same upload reuses it, a new one replaces (and
 deletes) it, and the folder is deleted when the session ends. An upload's images may hold at most
 :data:`UPLOAD_MAX_PIXELS` in all, counted from their headers (:func:`over_budget`).
@@ -19,7 +19,7 @@ import streamlit as st
 
 from lpips_core.datasets.pairs import folder_pixels
 from lpips_explorer import demo_dataset, environment
-from lpips_explorer.scratch import default_root, shared_folder
+from lpips_explorer.runtime.scratch import default_root, shared_folder
 
 from .sessions import scratch_folder, scratch_release, scratch_settle
 
@@ -60,7 +60,7 @@ def replace_root(key: str, digest: str, kind: str, want: int,
     owned by this session (the replaced one deleted), filled by ``make(folder, allowance)``.
 
     Raises:
-        lpips_explorer.scratch.ScratchFull: no room for ``want`` bytes in the scratch budget.
+        lpips_explorer.runtime.scratch.ScratchFull: no room for ``want`` bytes in the scratch budget.
         Whatever ``make`` raises (the new folder is released first).
     """
     old = st.session_state.get(key)
@@ -85,7 +85,7 @@ def unpack_zip(key: str, data: bytes) -> tuple[Path, int] | None:
     are the same) and its allowance, or ``None`` after showing why it was refused (a hostile or
     damaged archive, or no room left in the scratch budget)."""
     from lpips_core.datasets.archive import MAX_BYTES, ArchiveRefused, extract_zip
-    from lpips_explorer.scratch import ScratchFull
+    from lpips_explorer.runtime.scratch import ScratchFull
 
     from .text import md_escape
 

@@ -17,7 +17,6 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from .. import metric_registry
 from ..conventions import resize
 from ..images import DEFAULT_MAX_PIXELS
 from ..spec import MetricSpec, parse_spec
@@ -74,18 +73,13 @@ def worst_rows(runs: Mapping[str, Sequence[dict]], metric: str | MetricSpec, *, 
     return [(label, r) for *_, label, r in found[:k]]
 
 
-def _check_model(model, spec: MetricSpec) -> None:
-    """Refuse a spec without maps, or a model that does not compute ``spec``."""
-    if not spec.learned:
-        raise ValueError(f"{spec.label} is computed on the images directly: it has no spatial map")
-    metric = metric_registry.model_metric(model)
-    info = metric_registry.METRICS[metric]
-    if not info.has_maps:
-        raise ValueError(f"{info.label} has no spatial maps")
-    own = (metric, model.net, model.version if info.versions else None, model.lin if info.has_baseline else True)
-    if (spec.metric, spec.net, spec.version, spec.lin) != own:
-        raise ValueError(f"the model ({info.label} {model.net}" + (f" v{own[2]}" if own[2] else "")
-                         + (f", lin={own[3]}" if info.has_baseline else "") + f") does not compute {spec.name}")
+def _map_spec(model, spec: str | MetricSpec) -> MetricSpec:
+    """``spec`` checked to have spatial maps and to be ``model``'s (:meth:`MetricSpec.for_model`)."""
+    spec = parse_spec(spec)
+    if not spec.has_maps:
+        raise ValueError(f"{spec.label} has no spatial map" + (
+            "" if spec.learned else ": it is computed on the images directly"))
+    return MetricSpec.for_model(model, spec)
 
 
 def spatial_map(model, spec: str | MetricSpec, pair: Pair, *, mismatch: str = "error",
@@ -102,11 +96,10 @@ def spatial_map(model, spec: str | MetricSpec, pair: Pair, *, mismatch: str = "e
         float32 and the pair's score.
 
     Raises:
-        ValueError: the pair cannot be decoded (the message says why), a spec without maps, or a
-            model of another configuration. TypeError: not a model of a registered metric.
+        ValueError: the pair cannot be decoded (the message says why), or a spec without maps.
+        TypeError: a model of another configuration, or not a model of a registered metric.
     """
-    spec = parse_spec(spec)
-    _check_model(model, spec)
+    spec = _map_spec(model, spec)
     if mismatch not in MISMATCH_POLICIES:
         raise ValueError(f"mismatch must be one of {MISMATCH_POLICIES}, got {mismatch!r}")
     d = decode_pair(0, pair, mismatch=mismatch, max_pixels=max_pixels)
@@ -136,8 +129,7 @@ def worst_maps(model, spec: str | MetricSpec, runs: Mapping[str, tuple[Discovery
         ValueError: see :func:`spatial_map` and :func:`worst_rows`; a row whose key is not
             among its run's pairs.
     """
-    spec = parse_spec(spec)
-    _check_model(model, spec)
+    spec = _map_spec(model, spec)
     by_key = {}
     for label, (pairs, _) in runs.items():
         for p in (pairs.pairs if isinstance(pairs, Discovery) else pairs):

@@ -40,7 +40,6 @@ identical images is ``inf``) are counted in ``nonfinite`` and left out of the st
 
 from __future__ import annotations
 
-import functools
 import os
 import platform
 from collections import Counter
@@ -52,8 +51,9 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from .. import files, metric_registry
+from ..caching import memo
 from ..conventions import parse_size
-from ..protocol import resolve_device
+from ..devices import resolve_device
 from ..spec import MetricSpec, parse_specs
 from . import store
 from .loader import MISMATCH_POLICIES, Decoded, PairDataset, block_loader, stack_rows
@@ -75,12 +75,12 @@ def default_block(device: torch.device) -> int:
 
 def package_versions() -> dict[str, str]:
     """Versions of the packages a number depends on (for the manifest and ``--json``); a new dict
-    on every call, looked up once per process (each lookup scans the installed distributions:
-    7.5 ms, a third of a percent of scoring 128 AlexNet pairs)."""
+    on every call, looked up once per process (each lookup scans the installed distributions,
+    which is slow next to scoring a small set)."""
     return dict(_package_versions())
 
 
-@functools.lru_cache(maxsize=1)
+@memo(1)
 def _package_versions() -> tuple[tuple[str, str], ...]:
     out = {"python": platform.python_version()}
     for dist in ("lpips-explorer", "torch", "torchvision", "numpy", "scipy", "scikit-image", "pillow", "lpips"):
@@ -98,8 +98,10 @@ class Scorer:
     Args:
         specs: :class:`~lpips_core.spec.MetricSpec` s or their names.
         device: where the networks run (``None``: auto).
-        models: ``(metric, net, version) → model`` already built (e.g. the app's cached ones);
-            others are built on first use with :func:`lpips_core.metric_registry.build`.
+        models: ``{MetricSpec: model}`` already built (e.g. the app's cached ones), each under
+            its :attr:`~lpips_core.spec.MetricSpec.model_spec` with lin weights (a spec and its
+            baseline share one pass, so one model: :meth:`model_key`); others are built on first
+            use with :meth:`MetricSpec.build <lpips_core.spec.MetricSpec.build>`.
 
     Raises:
         ValueError: a bad spec. WeightsUnavailable: a model's weights are missing (on first use).
@@ -115,7 +117,7 @@ class Scorer:
         for s in self.specs:
             if s.learned:
                 self.passes.setdefault(s.pass_key, []).append(s)
-        self._models = dict(models or {})
+        self._models: dict[MetricSpec, object] = {_given_key(k): m for k, m in (models or {}).items()}
         #: the names of the specs to compute (``None``: all); the others' columns stay ``None``.
         #: A pass shared with a computed spec is still run as a full run would run it (the native
         #: pass that a size equal to the native size takes its values from), so every computed
@@ -126,11 +128,17 @@ class Scorer:
         #: number of active specs that pass gave values to (explain's progress).
         self.on_pass: Callable[[int, int], None] | None = None
 
+    @staticmethod
+    def model_key(spec: MetricSpec) -> MetricSpec:
+        """The spec the model of ``spec``'s pass is kept under: its ``model_spec`` with lin weights
+        (LPIPS lin and baseline come from one model's per-channel terms)."""
+        return spec.replace(lin=True).model_spec
+
     def model(self, spec: MetricSpec):
         """The (cached) model of ``spec``'s metric, net and version, with its lin weights."""
-        key = (spec.metric, spec.net, spec.version)
+        key = self.model_key(spec)
         if key not in self._models:
-            self._models[key] = metric_registry.build(spec.metric, spec.net, version=spec.version, device=self.device)
+            self._models[key] = key.build(device=self.device)
         return self._models[key]
 
     def build_all(self) -> None:
@@ -274,6 +282,19 @@ class Scorer:
         return rows
 
 
+def _given_key(key) -> MetricSpec:
+    """The spec a model given to :class:`Scorer` is kept under: a ``MetricSpec``'s ``model_spec``
+    (the input options play no part in a model; the one looked up has lin weights,
+    :meth:`Scorer.model_key`).
+
+    Raises:
+        TypeError: any other key.
+    """
+    if isinstance(key, MetricSpec):
+        return key.model_spec
+    raise TypeError(f"Scorer's models must be keyed by MetricSpec, got {key!r}")
+
+
 def _out_of_memory(exc: BaseException) -> bool:
     """A ``MemoryError``, or torch's out-of-memory error (CPU allocator or CUDA)."""
     if isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError":
@@ -337,19 +358,11 @@ def score_pairs(
     pairs: Discovery | Sequence[Pair],
     metrics: Sequence[MetricSpec | str] | str = ("lpips",),
     *,
-    mismatch: str = "error",
-    out: str | None = None,
-    resume: bool = False,
-    shard: tuple[int, int] | None = None,
-    batch_size: int | None = None,
-    workers: int | None = None,
-    device: torch.device | str | None = None,
-    max_side: int | None = None,
-    scorer: Scorer | None = None,
-    progress: Callable[[int, int], None] | None = None,
-    lanes: int | None = None,
-    max_pixels: int | None = None,
-    force: bool = False,
+    mismatch: str = "error", out: str | None = None, resume: bool = False,
+    shard: tuple[int, int] | None = None, batch_size: int | None = None, workers: int | None = None,
+    device: torch.device | str | None = None, max_side: int | None = None, scorer: Scorer | None = None,
+    progress: Callable[[int, int], None] | None = None, lanes: int | None = None,
+    max_pixels: int | None = None, force: bool = False,
 ) -> ScoreResult:
     """Score every pair (of shard ``shard``) with every metric; stream rows to ``out``.
 
@@ -369,10 +382,9 @@ def score_pairs(
             torch thread each (:func:`default_lanes`; ``0`` or ``1``: none, the networks run here;
             at most one per CPU: a larger number is capped at ``os.cpu_count()``).
             Default ``None``: one per CPU (up to 8) on a CPU device, unless ``workers`` is 0 or
-            there is a single block. Measured on 2 cores (128 pairs of 256 px PNGs, AlexNet): two
-            single-threaded lanes did the backbone passes in 6.4 CPU-s against 8.3 for one
-            process on two threads, and each lane decodes while the other computes. On one
-            thread the large stride-1 convolutions also run on NNPACK
+            there is a single block. Single-threaded lanes spend less CPU time on the backbone
+            passes than one process on several threads, and each lane decodes while the others
+            compute. On one thread the large stride-1 convolutions also run on NNPACK
             (:func:`lpips_core.backbones.run_layers`).
         max_side: downscale images whose longer side exceeds it on load (default ``None``:
             score images at their size, as the reference scripts do).
@@ -397,6 +409,43 @@ def score_pairs(
             or hold values a scorer cannot write.
         WeightsUnavailable: a learned metric's weights are missing.
     """
+    plan = _plan(pairs, metrics, scorer=scorer, device=device, out=out, resume=resume, mismatch=mismatch,
+                 batch_size=batch_size, shard=shard, max_side=max_side, max_pixels=max_pixels)
+    done, writer = _open_table(plan, out, force) if out is not None else (set(), None)
+    computed = _compute(plan, done, writer, workers=workers, lanes=lanes, progress=progress)
+    return _finish(plan, out, computed)
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """One run of :func:`score_pairs`, checked and planned before any pair is read.
+
+    Attributes:
+        pairs: every pair, sorted by key. scorer: the models (built).
+        mismatch, max_side, max_pixels: how pairs are decoded.
+        mine: this shard's blocks (ranges of pair indices). my_indices: their pairs' indices.
+        columns: the table's columns. config, run, versions: the manifest's parts (``run`` gets
+            ``forced`` when a resume goes on over differing versions).
+    """
+
+    pairs: list[Pair]
+    scorer: Scorer
+    mismatch: str
+    max_side: int | None
+    max_pixels: int
+    mine: list[range]
+    my_indices: list[int]
+    columns: tuple[str, ...]
+    config: dict
+    run: dict
+    versions: dict
+
+
+def _plan(pairs, metrics, *, scorer, device, out, resume, mismatch, batch_size, shard, max_side,
+          max_pixels) -> _Plan:
+    """Check :func:`score_pairs`'s options (in its order: budget, pairs, specs, ``out``, mismatch,
+    block, shard), cut the sorted pairs into blocks, build the models and say the run's
+    configuration (what a resumed table must match)."""
     from ..images import DEFAULT_MAX_PIXELS
 
     max_pixels = DEFAULT_MAX_PIXELS if max_pixels is None else max_pixels
@@ -420,7 +469,6 @@ def score_pairs(
     mine = blocks[lo:hi]
     my_indices = [i for b in mine for i in b]
     scorer.build_all()
-    columns = store.BASE_COLUMNS + scorer.names
     config = {
         "metrics": list(scorer.names),
         "mismatch": mismatch,
@@ -436,77 +484,109 @@ def score_pairs(
     run = {"shard": list(shard) if shard else None, "pairs": len(my_indices), "device": str(scorer.device),
            "passes": scorer.sharing(), "discovery": report}
     versions = {**package_versions(), "weights": scorer.weights()}
+    return _Plan(pairs, scorer, mismatch, max_side, max_pixels, mine, my_indices,
+                 store.BASE_COLUMNS + scorer.names, config, run, versions)
 
+
+def _open_table(plan: _Plan, out: str, force: bool) -> tuple[set[int], "store.RowWriter"]:
+    """Open ``out`` for this run: the pair indices it already holds (a resume, checked against
+    the plan) and a writer appending to it, after the manifest is written as incomplete."""
     done: set[int] = set()
-    writer = None
-    if out is not None:
-        exists = store.manifest_path(out).exists() or _nonempty(out)
-        if exists:
-            old = store.read_manifest(out)
-            if old["config"] != config or old["run"].get("shard") != run["shard"]:
-                raise ValueError(f"{out} was computed under another configuration or shard; "
-                                 "use a new output file")
-            diff = store.versions_disagree(old["versions"], versions, device_a=old["run"].get("device"),
-                                           device_b=run["device"])
-            if diff and not force:
-                raise ValueError(f"{out} was computed with other packages, weights or device "
-                                 f"({'; '.join(diff[:3])}); use a new output file, or pass --force to go on")
-            forced = [*(old["run"].get("forced") or []), *diff]
-            if forced:
-                run["forced"] = forced
-            cols, old_rows = store.read_rows(out) if _nonempty(out) else (columns, [])
-            if cols and tuple(cols) != columns:
-                raise ValueError(f"{out} has columns {cols}, expected {columns}")
-            store.check_rows(old_rows, scorer.names, total=n, pairs=pairs, where=str(out))
-            mine_set = set(my_indices)
-            stray = next((r["index"] for r in old_rows if r["index"] not in mine_set), None)
-            if stray is not None:
-                raise ValueError(f"{out}: a row has index {stray}, which is not in this shard")
-            done = {r["index"] for r in old_rows}
-        store.write_manifest(out, {"config": config, "run": run, "versions": versions, "complete": False})
-        writer = store.RowWriter(out, columns, append=bool(done))
+    if store.manifest_path(out).exists() or _nonempty(out):
+        done = _resumed(plan, out, force)
+    store.write_manifest(out, {"config": plan.config, "run": plan.run, "versions": plan.versions, "complete": False})
+    return done, store.RowWriter(out, plan.columns, append=bool(done))
 
-    todo = [list(b) for b in mine if not all(i in done for i in b)]
+
+def _resumed(plan: _Plan, out: str, force: bool) -> set[int]:
+    """The pair indices a table being resumed holds, once its manifest and rows are found to be
+    this run's (configuration, shard, versions unless ``force``, columns, pairs).
+
+    Raises:
+        ValueError: any of them differs; the message says which and what to do.
+    """
+    old = store.read_manifest(out)
+    if old["config"] != plan.config or old["run"].get("shard") != plan.run["shard"]:
+        raise ValueError(f"{out} was computed under another configuration or shard; "
+                         "use a new output file")
+    diff = store.versions_disagree(old["versions"], plan.versions, device_a=old["run"].get("device"),
+                                   device_b=plan.run["device"])
+    if diff and not force:
+        raise ValueError(f"{out} was computed with other packages, weights or device "
+                         f"({'; '.join(diff[:3])}); use a new output file, or pass --force to go on")
+    forced = [*(old["run"].get("forced") or []), *diff]
+    if forced:
+        plan.run["forced"] = forced
+    cols, old_rows = store.read_rows(out) if _nonempty(out) else (plan.columns, [])
+    if cols and tuple(cols) != plan.columns:
+        raise ValueError(f"{out} has columns {cols}, expected {plan.columns}")
+    store.check_rows(old_rows, plan.scorer.names, total=len(plan.pairs), pairs=plan.pairs, where=str(out))
+    mine_set = set(plan.my_indices)
+    stray = next((r["index"] for r in old_rows if r["index"] not in mine_set), None)
+    if stray is not None:
+        raise ValueError(f"{out}: a row has index {stray}, which is not in this shard")
+    return {r["index"] for r in old_rows}
+
+
+def _compute(plan: _Plan, done: set[int], writer, *, workers, lanes, progress) -> list[dict]:
+    """Score the blocks of this shard with a pair not in ``done``: rows go to ``writer`` (closed at
+    the end, whatever happens) or, without one, are returned; ``progress`` after each block."""
+    todo = [list(b) for b in plan.mine if not all(i in done for i in b)]
     computed: list[dict] = []
-    finished = len(my_indices) - sum(len(b) for b in todo)
+    total = len(plan.my_indices)
+    finished = total - sum(len(b) for b in todo)
     if progress:
-        progress(finished, len(my_indices))
+        progress(finished, total)
     try:
         if todo:
-            dataset = PairDataset(pairs, mismatch=mismatch, classic=scorer.classic, max_side=max_side,
-                                  max_pixels=max_pixels)
-            n_lanes = default_lanes(scorer.device, len(todo), workers) if lanes is None else int(lanes)
-            if n_lanes < 0:
-                raise ValueError(f"lanes must be ≥ 0, got {lanes!r}")
-            n_lanes = min(n_lanes, os.cpu_count() or 1)  # a process per CPU at most
-            if n_lanes > 1 and scorer.device.type == "cpu":
-                scored = iter(DataLoader(_ScoredBlocks(dataset, scorer), batch_sampler=todo, num_workers=n_lanes,
-                                         collate_fn=_rows, prefetch_factor=2, persistent_workers=False))
-            else:
-                scored = (scorer.score_block(items) for items in block_loader(dataset, todo, workers=workers))
-            for rows in scored:
+            for rows in _scored(plan, todo, workers, lanes):
                 if writer is not None:
                     writer.write(rows)
                 else:
                     computed.extend(rows)
                 finished += len(rows)
                 if progress:
-                    progress(finished, len(my_indices))
+                    progress(finished, total)
     finally:
         if writer is not None:
             writer.close()
+    return computed
 
+
+def _scored(plan: _Plan, todo: list[list[int]], workers, lanes):
+    """The rows of each block of ``todo``, in order: scored in lanes (worker processes that decode
+    and score whole blocks) on a CPU with more than one, else here, decoded by ``workers``.
+
+    Raises:
+        ValueError: a negative ``lanes``.
+    """
+    scorer = plan.scorer
+    dataset = PairDataset(plan.pairs, mismatch=plan.mismatch, classic=scorer.classic, max_side=plan.max_side,
+                          max_pixels=plan.max_pixels)
+    n_lanes = default_lanes(scorer.device, len(todo), workers) if lanes is None else int(lanes)
+    if n_lanes < 0:
+        raise ValueError(f"lanes must be ≥ 0, got {lanes!r}")
+    n_lanes = min(n_lanes, os.cpu_count() or 1)  # a process per CPU at most
+    if n_lanes > 1 and scorer.device.type == "cpu":
+        return iter(DataLoader(_ScoredBlocks(dataset, scorer), batch_sampler=todo, num_workers=n_lanes,
+                               collate_fn=_rows, prefetch_factor=2, persistent_workers=False))
+    return (scorer.score_block(items) for items in block_loader(dataset, todo, workers=workers))
+
+
+def _finish(plan: _Plan, out: str | None, computed: list[dict]) -> ScoreResult:
+    """The run's result: the shard's final rows (read back from ``out`` and written as one table,
+    or ``computed``), their summary, and the manifest marked complete."""
     if out is not None:
         _, all_rows = store.read_rows(out)
-        rows = store.final_rows(all_rows, my_indices)
-        store.write_table(out, columns, rows)
+        rows = store.final_rows(all_rows, plan.my_indices)
+        store.write_table(out, plan.columns, rows)
     else:
         rows = store.final_rows(computed)
-    summary = summarize(rows, scorer.names)
+    summary = summarize(rows, plan.scorer.names)
     if out is not None:
-        store.write_manifest(out, {"config": config, "run": run, "versions": versions, "complete": True,
-                                   "summary": summary})
-    return ScoreResult(rows, summary, {**config, **run}, versions, columns)
+        store.write_manifest(out, {"config": plan.config, "run": plan.run, "versions": plan.versions,
+                                   "complete": True, "summary": summary})
+    return ScoreResult(rows, summary, {**plan.config, **plan.run}, plan.versions, plan.columns)
 
 
 def default_lanes(device: torch.device, blocks: int, workers: int | None = None) -> int:

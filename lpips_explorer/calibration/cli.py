@@ -4,10 +4,9 @@ Every argument is checked before any work starts. A bad one (a non-number, a val
 range) ends the run with exit status 2 and a single line on stderr starting with ``error:``,
 never a traceback; so does a failure during the run. The ranges:
 
-* ``--nets``: 1 to :data:`MAX_NETS` stand-ins (each costs about 10 s at 600 triplets on a
-  2-core CPU);
+* ``--nets``: 1 to :data:`MAX_NETS` stand-ins (the time grows with each, and with the triplets);
 * ``--triplets``: 1 to :data:`MAX_TRIPLETS` training and test triplets each (memory grows by
-  about 1.6 MB per triplet, measured: 0.9 GB at 100, 1.4 GB at 400; about 4 GB at the cap);
+  about 1.6 MB per triplet; about 4 GB at the cap);
 * ``--steps``: 0 to :data:`MAX_STEPS` Adam steps of the lin fit.
 """
 

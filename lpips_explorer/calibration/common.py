@@ -37,9 +37,9 @@ def _positive(value, name: str) -> float:
 def torch_threads(n: int | None) -> Iterator[None]:
     """Run the block with ``torch.set_num_threads(n)`` and restore the previous count after.
 
-    ``None`` leaves the count alone. The reference example sets 4 threads; on the 2-core
-    machine we checked, 1, 2 and 4 threads gave bit-identical results (features, fitted
-    weights, every table cell).
+    ``None`` leaves the count alone. The reference example sets 4 threads; the count does not
+    change the results (1, 2 and 4 threads give bit-identical features, fitted weights and table
+    cells: docs/performance.md, "Measurements behind the code's choices").
     """
     if n is None:
         yield

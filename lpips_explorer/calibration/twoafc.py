@@ -196,20 +196,9 @@ def run_2afc(
     Returns:
         :class:`TwoAFCResult`.
     """
-    seeds = tuple(_int(s, "net seed", lo=0) for s in net_seeds)
-    if not seeds:
-        raise ValueError("net_seeds must name at least one stand-in")
-    if len(set(seeds)) != len(seeds):
-        raise ValueError(f"net_seeds must be distinct; got {list(seeds)}")
-    n_train, n_test = _int(n_train, "n_train", lo=1), _int(n_test, "n_test", lo=1)
-    steps, lr = _int(steps, "steps", lo=0), _positive(lr, "lr")
-    if test is not None and (len(test), test.seed, test.ref.shape[1]) != (n_test, test_seed, size):
-        raise ValueError(
-            f"the given test triplets (n={len(test)}, seed={test.seed}, size={test.ref.shape[1]}) do not "
-            f"match n_test={n_test}, test_seed={test_seed}, size={size}"
-        )
-    settings = dict(net_seeds=list(seeds), n_train=n_train, n_test=n_test, train_seed=train_seed,
-                    test_seed=test_seed, steps=steps, lr=lr, size=size)
+    settings = _settings(net_seeds, n_train, n_test, train_seed, test_seed, steps, lr, size, test)
+    seeds, steps = tuple(settings["net_seeds"]), settings["steps"]
+    n_train, n_test = settings["n_train"], settings["n_test"]
 
     # Rough cost model (CPU): a triplet ≈ 1 unit; one stand-in's features ≈ 0.35 unit per
     # triplet; a fitting step on 600 triplets ≈ 0.15 unit.
@@ -230,26 +219,61 @@ def run_2afc(
         results = []
         for seed in seeds:
             report(progress, done, total)
-            net = StandInNet(seed)
-            terms = {}
-            for name, (r, a, b) in (("train", tr), ("test", te)):
-                fr = net.features(r)
-                terms[name] = (_channel_terms_from(fr, net.features(a)), _channel_terms_from(fr, net.features(b)))
-            done += 0.35 * (n_train + n_test)
-            fit = 0.15 * steps * n_train / 600
-            w, loss = fit_lin(*terms["train"], train.h, steps=steps, lr=lr,
-                              progress=part(progress, done, done + fit, total))
-            done += fit
-            ones = torch.ones_like(w)
-
-            def acc(name, v, triplets):
-                t0, t1 = terms[name]
-                return _accuracy(score_2afc(t0 @ v, t1 @ v, triplets.h), triplets.kind)
-
-            results.append(StandInResult(
-                seed=seed, unweighted=acc("test", ones, test), lin=acc("test", w, test),
-                weights=_split(w, net.channels), loss=loss,
-                train_unweighted=acc("train", ones, train), train_lin=acc("train", w, train),
-            ))
+            result, done = _standin(seed, train, test, tr, te, steps=steps, lr=settings["lr"],
+                                    progress=progress, done=done, total=total)
+            results.append(result)
     report(progress, total, total)
     return TwoAFCResult(l2, tuple(results), test.kind.copy(), settings)
+
+
+def _settings(net_seeds, n_train, n_test, train_seed, test_seed, steps, lr, size, test) -> dict:
+    """:func:`run_2afc`'s arguments checked, as its ``settings`` (seeds as a list).
+
+    Raises:
+        ValueError: no seed, repeated seeds, a count or step number out of range, ``lr <= 0``,
+            or ``test`` triplets that do not match ``n_test``, ``test_seed`` and ``size``.
+    """
+    seeds = tuple(_int(s, "net seed", lo=0) for s in net_seeds)
+    if not seeds:
+        raise ValueError("net_seeds must name at least one stand-in")
+    if len(set(seeds)) != len(seeds):
+        raise ValueError(f"net_seeds must be distinct; got {list(seeds)}")
+    n_train, n_test = _int(n_train, "n_train", lo=1), _int(n_test, "n_test", lo=1)
+    steps, lr = _int(steps, "steps", lo=0), _positive(lr, "lr")
+    if test is not None and (len(test), test.seed, test.ref.shape[1]) != (n_test, test_seed, size):
+        raise ValueError(
+            f"the given test triplets (n={len(test)}, seed={test.seed}, size={test.ref.shape[1]}) do not "
+            f"match n_test={n_test}, test_seed={test_seed}, size={size}"
+        )
+    return dict(net_seeds=list(seeds), n_train=n_train, n_test=n_test, train_seed=train_seed,
+                test_seed=test_seed, steps=steps, lr=lr, size=size)
+
+
+def _standin(seed: int, train: Triplets, test: Triplets, tr: tuple, te: tuple, *, steps: int, lr: float,
+             progress: Progress | None, done: float, total: float) -> tuple[StandInResult, float]:
+    """One stand-in of :func:`run_2afc`: its channel terms on both sets, lin weights fitted on the
+    training triplets, and its accuracy with weights 1 and fitted; with the cost units done after it
+    (``done`` before it, out of ``total``, reported through ``progress`` during the fit). ``tr``,
+    ``te``: the sets' ``tensors()``, ``(N, 3, S, S)`` each."""
+    n_train, n_test = len(train), len(test)
+    net = StandInNet(seed)
+    terms = {}
+    for name, (r, a, b) in (("train", tr), ("test", te)):
+        fr = net.features(r)
+        terms[name] = (_channel_terms_from(fr, net.features(a)), _channel_terms_from(fr, net.features(b)))
+    done += 0.35 * (n_train + n_test)
+    fit = 0.15 * steps * n_train / 600
+    w, loss = fit_lin(*terms["train"], train.h, steps=steps, lr=lr,
+                      progress=part(progress, done, done + fit, total))
+    done += fit
+    ones = torch.ones_like(w)
+
+    def acc(name, v, triplets):
+        t0, t1 = terms[name]
+        return _accuracy(score_2afc(t0 @ v, t1 @ v, triplets.h), triplets.kind)
+
+    return StandInResult(
+        seed=seed, unweighted=acc("test", ones, test), lin=acc("test", w, test),
+        weights=_split(w, net.channels), loss=loss,
+        train_unweighted=acc("train", ones, train), train_lin=acc("train", w, train),
+    ), done

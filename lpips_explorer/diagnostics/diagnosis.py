@@ -24,8 +24,8 @@ __all__ = ["NATIVE_MAX_SIDE", "SIZE_POLICY", "Diagnosis", "diagnose", "diagnose_
 #: Longer side (px) above which :func:`diagnose_files` downscales both files for native scoring
 #: (Lanczos, with a notice), bounding the work on a CPU. A full diagnosis passes about 30 images of
 #: the pair's size through the backbone (every check's counterfactuals; 29 for a 168×256 RGBA PNG
-#: against a JPEG of another size), so its time is about 30 forward passes of one image: with VGG16
-#: at 512×512 on a 2-core CPU under a load of ~15, one pass took 11.5 s and the diagnosis 130 s.
+#: against a JPEG of another size), so its time is about 30 forward passes of one image, and a
+#: pass grows with the pixel count (docs/performance.md, "Measurements behind the code's choices").
 NATIVE_MAX_SIDE = 1024
 #: How a pair of different sizes is scored (stated on the page and in the report).
 SIZE_POLICY = "the test image is resized to the reference's size (the reference stays untouched)"
@@ -164,15 +164,24 @@ def diagnose(
                      "scored_hw": list(size), "policy": SIZE_POLICY},
         pending=tuple(spec.id for spec in CHECKS),
     )
+    partial = _checks_in_turn(ctx, partial, on_partial)
+    return replace(partial, resize_options=ctx.resize_options, alignment=ctx.alignment,
+                   blockiness=ctx.blockiness, facts=ctx.facts)
+
+
+def _checks_in_turn(ctx: PairContext, partial: Diagnosis,
+                    on_partial: Callable[[Diagnosis], None] | None) -> Diagnosis:
+    """Run the checks of :data:`CHECKS` one at a time on ``ctx``, from ``partial`` (the scored pair,
+    no check yet): ``on_partial`` gets the diagnosis before each check; the one returned has every
+    check, ranked, and nothing ``pending``."""
     checks: list[Check] = []
     for i, spec in enumerate(CHECKS):
         if on_partial is not None:
             on_partial(partial)
         checks += run_checks(ctx, (spec,))
-        partial = replace(partial, checks=list(checks), ranking=rank_checks(checks, score),
+        partial = replace(partial, checks=list(checks), ranking=rank_checks(checks, partial.score),
                           pending=tuple(s.id for s in CHECKS[i + 1:]))
-    return replace(partial, resize_options=ctx.resize_options, alignment=ctx.alignment,
-                   blockiness=ctx.blockiness, facts=ctx.facts)
+    return partial
 
 
 def _load(data: bytes, name: str, **opts) -> LoadedImage:

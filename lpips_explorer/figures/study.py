@@ -45,20 +45,7 @@ def agreement_chart(block: Mapping[str, Any], *, n_judges: int | None = None, ti
     metrics = sorted(metrics, key=lambda m: (-m["score"], m["label"]))
     labels = [m["label"] for m in metrics]
     fig = go.Figure()
-    for classic in (False, True):
-        ms = [m for m in metrics if (m["key"] in CLASSIC) == classic]  # the pixel metrics in grey
-        if not ms:
-            continue
-        fig.add_trace(go.Scatter(
-            x=[m["score"] for m in ms], y=[m["label"] for m in ms], mode="markers",
-            name="pixel metrics" if classic else "learned metrics",
-            marker=dict(size=11, color=_CLASSIC if classic else _LEARNED, symbol="diamond" if classic else "circle"),
-            error_x=dict(type="data", symmetric=False, thickness=2, width=5,
-                         array=[m["high"] - m["score"] for m in ms], arrayminus=[m["score"] - m["low"] for m in ms]),
-            customdata=[[m["low"], m["high"], m["n"]] for m in ms],
-            hovertemplate="%{y}: %{x:.3f}<br>95% interval %{customdata[0]:.3f}–%{customdata[1]:.3f}"
-                          "<br>%{customdata[2]} triplets<extra></extra>",
-        ))
+    _add_dots(fig, metrics)
     ceiling = block.get("ceiling")
     lowest = min(m["low"] if math.isfinite(m["low"]) else m["score"] for m in metrics)
     if ceiling is not None and math.isfinite(ceiling["score"]):
@@ -103,6 +90,26 @@ def agreement_chart(block: Mapping[str, Any], *, n_judges: int | None = None, ti
         showlegend=False, font=dict(size=13), plot_bgcolor="white",
     )
     return fig
+
+
+def _add_dots(fig: go.Figure, metrics: list[Mapping[str, Any]]) -> None:
+    """Add ``metrics`` (``{key, label, score, low, high, n}``, best first) to ``fig`` as dots with
+    their bootstrap intervals: one trace of learned metrics (blue circles), then one of the pixel
+    metrics (grey diamonds), each only when it has a metric."""
+    for classic in (False, True):
+        ms = [m for m in metrics if (m["key"] in CLASSIC) == classic]  # the pixel metrics in grey
+        if not ms:
+            continue
+        fig.add_trace(go.Scatter(
+            x=[m["score"] for m in ms], y=[m["label"] for m in ms], mode="markers",
+            name="pixel metrics" if classic else "learned metrics",
+            marker=dict(size=11, color=_CLASSIC if classic else _LEARNED, symbol="diamond" if classic else "circle"),
+            error_x=dict(type="data", symmetric=False, thickness=2, width=5,
+                         array=[m["high"] - m["score"] for m in ms], arrayminus=[m["score"] - m["low"] for m in ms]),
+            customdata=[[m["low"], m["high"], m["n"]] for m in ms],
+            hovertemplate="%{y}: %{x:.3f}<br>95% interval %{customdata[0]:.3f}–%{customdata[1]:.3f}"
+                          "<br>%{customdata[2]} triplets<extra></extra>",
+        ))
 
 
 def lin_weights_chart(layers: list[Mapping[str, Any]], *, net: str = "alex") -> go.Figure:

@@ -6,7 +6,7 @@ with the study (:meth:`lpips_explorer.study.store.StudyStore.create_study`); ans
 then computes nothing: it is one database write and a redraw.
 
 Creating a study takes about a second: the triplets, their PNGs and the pixel metrics (MSE, PSNR,
-SSIM). The learned metrics (LPIPS, ST-LPIPS, DISTS: most of a minute on a 2-core CPU) are computed
+SSIM). The learned metrics (LPIPS, ST-LPIPS, DISTS: far longer on a CPU) are computed
 afterwards by :func:`start_metrics`, one background thread per server process taking one study at a
 time, each metric stored as soon as it is computed, while the lecturer keeps their link and the
 class joins: answering never needs them.

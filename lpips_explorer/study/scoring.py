@@ -289,52 +289,10 @@ def summarize(
         if len(d0) != n or len(d1) != n:
             raise ValueError(f"{key}: {len(d0)}/{len(d1)} values for {n} triplets")
     usable = [s for s in specs if s.name in distances]
-
-    def block(rows: list[tuple[str, int, int]], *, by_family: bool) -> dict[str, Any] | None:
-        fr = judge_fractions([t for _, t, _ in rows], [c for _, _, c in rows])
-        if not fr:
-            return None
-        idx = np.array(list(fr), dtype=int)
-        if idx.min() < 0 or idx.max() >= n:
-            raise ValueError(f"a judgement names triplet {int(idx.max())}, the study has {n}")
-        h = np.array([fr[i][0] for i in idx])
-        out: dict[str, Any] = {"metrics": [], "h": h, "idx": idx}
-        for i, s in enumerate(usable):
-            d0, d1 = (np.asarray(d, dtype=np.float64)[idx] for d in distances[s.name])
-            out["metrics"].append({"key": s.name, "label": s.label,
-                                   **score_metric(d0, d1, h, higher_is_closer=s.higher_is_better,
-                                                  n_boot=n_boot, seed=seed + i)})
-        c = human_ceiling_scores(h)
-        lo, hi = bootstrap_ci(c, n_boot=n_boot, seed=seed)
-        out["ceiling"] = {"key": "ceiling", "label": "Human ceiling", "score": float(c.mean()), "low": lo, "high": hi,
-                          "n": int(c.size)}
-        if by_family:
-            fam = np.array([families[i] for i in idx])
-            out["by_family"] = {}
-            for f in dict.fromkeys(fam):
-                m = fam == f
-                entry = {"n": int(m.sum()), "ceiling": float(c[m].mean())}
-                for s in usable:
-                    d0, d1 = (np.asarray(d, dtype=np.float64)[idx][m] for d in distances[s.name])
-                    entry[s.name] = two_afc(d0, d1, h[m], higher_is_closer=s.higher_is_better)
-                out["by_family"][str(f)] = entry
-        return out
-
-    whole = block(judged, by_family=True)
-    you = block([j for j in judged if j[0] == session], by_family=True) if session is not None else None
-    per_triplet = []
-    if whole is not None:
-        counts = judge_fractions([t for _, t, _ in judged], [c for _, _, c in judged])
-        votes: dict[int, list[int]] = {}
-        for _, t, c in judged:
-            votes.setdefault(int(t), [0, 0, 0])[int(c)] += 1
-        for k, (i, hv) in enumerate(zip(whole["idx"], whole["h"])):
-            scores = {}
-            for s in usable:
-                d0, d1 = (float(np.asarray(d, dtype=np.float64)[i]) for d in distances[s.name])
-                scores[s.name] = float(two_afc_scores([d0], [d1], [hv], higher_is_closer=s.higher_is_better)[0])
-            per_triplet.append({"index": int(i), "family": str(families[i]), "h": float(hv),
-                                "n": counts[int(i)][1], "votes": votes[int(i)], "scores": scores})
+    scored = dict(distances=distances, families=families, usable=usable, n_boot=n_boot, seed=seed)
+    whole = _block(judged, **scored, by_family=True)
+    you = _block([j for j in judged if j[0] == session], **scored, by_family=True) if session is not None else None
+    per_triplet = _per_triplet(judged, whole, distances, families, usable) if whole is not None else []
     for b in (whole, you):
         if b is not None:
             del b["h"], b["idx"]
@@ -348,3 +306,63 @@ def summarize(
         "per_triplet": per_triplet,
         "unavailable": [s.name for s in specs if s.name not in distances],
     }
+
+
+def _block(rows: list[tuple[str, int, int]], *, distances: Mapping[str, tuple[Any, Any]], families: Sequence[str],
+           usable: Sequence[MetricSpec], n_boot: int, seed: int, by_family: bool) -> dict[str, Any] | None:
+    """:func:`summarize`'s results over the judgements ``rows`` (``None`` when there are none):
+    ``metrics`` and ``ceiling`` with bootstrap intervals, ``by_family`` when asked, and the judged
+    triplets' ``idx`` ``(J,)`` and judge fractions ``h`` ``(J,)`` for the caller to use and drop.
+
+    Raises:
+        ValueError: a judgement names a triplet outside ``[0, len(families))``.
+    """
+    n = len(families)
+    fr = judge_fractions([t for _, t, _ in rows], [c for _, _, c in rows])
+    if not fr:
+        return None
+    idx = np.array(list(fr), dtype=int)
+    if idx.min() < 0 or idx.max() >= n:
+        raise ValueError(f"a judgement names triplet {int(idx.max())}, the study has {n}")
+    h = np.array([fr[i][0] for i in idx])
+    out: dict[str, Any] = {"metrics": [], "h": h, "idx": idx}
+    for i, s in enumerate(usable):
+        d0, d1 = (np.asarray(d, dtype=np.float64)[idx] for d in distances[s.name])
+        out["metrics"].append({"key": s.name, "label": s.label,
+                               **score_metric(d0, d1, h, higher_is_closer=s.higher_is_better,
+                                              n_boot=n_boot, seed=seed + i)})
+    c = human_ceiling_scores(h)
+    lo, hi = bootstrap_ci(c, n_boot=n_boot, seed=seed)
+    out["ceiling"] = {"key": "ceiling", "label": "Human ceiling", "score": float(c.mean()), "low": lo, "high": hi,
+                      "n": int(c.size)}
+    if by_family:
+        fam = np.array([families[i] for i in idx])
+        out["by_family"] = {}
+        for f in dict.fromkeys(fam):
+            m = fam == f
+            entry = {"n": int(m.sum()), "ceiling": float(c[m].mean())}
+            for s in usable:
+                d0, d1 = (np.asarray(d, dtype=np.float64)[idx][m] for d in distances[s.name])
+                entry[s.name] = two_afc(d0, d1, h[m], higher_is_closer=s.higher_is_better)
+            out["by_family"][str(f)] = entry
+    return out
+
+
+def _per_triplet(judged: list[tuple[str, int, int]], whole: dict[str, Any], distances: Mapping[str, tuple[Any, Any]],
+                 families: Sequence[str], usable: Sequence[MetricSpec]) -> list[dict[str, Any]]:
+    """:func:`summarize`'s ``per_triplet``: for each triplet of ``whole`` (the class's block, its
+    ``idx`` and ``h`` still there), its family, judge fraction, judge count, votes per choice and
+    each metric's 2AFC score."""
+    counts = judge_fractions([t for _, t, _ in judged], [c for _, _, c in judged])
+    votes: dict[int, list[int]] = {}
+    for _, t, c in judged:
+        votes.setdefault(int(t), [0, 0, 0])[int(c)] += 1
+    per_triplet = []
+    for i, hv in zip(whole["idx"], whole["h"]):
+        scores = {}
+        for s in usable:
+            d0, d1 = (float(np.asarray(d, dtype=np.float64)[i]) for d in distances[s.name])
+            scores[s.name] = float(two_afc_scores([d0], [d1], [hv], higher_is_closer=s.higher_is_better)[0])
+        per_triplet.append({"index": int(i), "family": str(families[i]), "h": float(hv),
+                            "n": counts[int(i)][1], "votes": votes[int(i)], "scores": scores})
+    return per_triplet

@@ -32,7 +32,6 @@ the pixel metrics and the learned ones often disagree (a 1 to 2 px shift against
 from __future__ import annotations
 
 import dataclasses
-import functools
 import hashlib
 import json
 import math
@@ -43,6 +42,7 @@ import numpy as np
 
 from lpips_explorer import distortions as _dist
 from lpips_explorer import synth as _synth
+from lpips_core.caching import memo
 from lpips_core.conventions import LUMA
 from lpips_core.images import load_image
 
@@ -269,7 +269,7 @@ def sample_ids() -> list[str]:
     return [f"sample:{p.stem}" for p in sorted(SAMPLES_DIR.glob("*.png"))]
 
 
-@functools.lru_cache(maxsize=16)
+@memo(16)
 def _sample(name: str) -> np.ndarray:
     path = SAMPLES_DIR / f"{name}.png"
     if not path.is_file():
@@ -279,14 +279,14 @@ def _sample(name: str) -> np.ndarray:
     return arr
 
 
-@functools.lru_cache(maxsize=16)
+@memo(16)
 def _texture(seed: int) -> np.ndarray:
     arr = _synth.texture_patch(seed, size=SOURCE_SIDE)
     arr.setflags(write=False)
     return arr
 
 
-@functools.lru_cache(maxsize=8)
+@memo(8)
 def _upload(key: str, png: bytes) -> np.ndarray:
     arr = load_image(png, max_side=SOURCE_SIDE).array
     arr.setflags(write=False)

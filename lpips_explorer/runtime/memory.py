@@ -8,8 +8,9 @@ asks glibc to return it (``malloc_trim(0)``). Elsewhere (macOS, Windows, musl) i
 
 :func:`freeze_long_lived` is about time, not memory: Streamlit runs a full garbage collection
 after every script run (``runner.postScriptGC``), which walks every tracked object — with torch,
-torchvision, pandas and Plotly imported, about 450,000 of them, 0.25 s of CPU on this 2-core
-machine, added to every slider step. Once the modules are imported those objects live as long as
+torchvision, pandas and Plotly imported, hundreds of thousands of them, a cost added to every
+slider step (docs/performance.md, "Measurements behind the code's choices"). Once the modules are
+imported those objects live as long as
 the server, so after a collection they are moved to the permanent generation (:func:`gc.freeze`)
 and later collections only walk what the runs since have created.
 """
