@@ -270,15 +270,15 @@ def _spec_of(model, spec) -> MetricSpec:
     from .. import metric_registry
     from ..spec import MetricSpec, parse_spec
 
-    spec = parse_spec(MetricSpec.of_model(model) if spec is None else spec)
     try:
-        spec.check_model(model)
+        return MetricSpec.for_model(model, spec)
     except TypeError:
+        if spec is None:  # not a model of a registered metric
+            raise
         info = metric_registry.METRICS[metric_registry.model_metric(model)]
-        raise ValueError(f"spec {spec.name} does not describe the model ({info.label} {model.net}"
+        raise ValueError(f"spec {parse_spec(spec).name} does not describe the model ({info.label} {model.net}"
                          + (f" v{model.version}" if info.versions else "")
                          + (f", lin={model.lin}" if info.has_baseline else "") + ")") from None
-    return spec
 
 
 class _Embedder:
