@@ -5,49 +5,21 @@ from __future__ import annotations
 import dataclasses
 import time
 
-import numpy as np
 import pandas as pd
 import streamlit as st
 
 import ui
 from lpips_core import metric_registry
 from lpips_core.cells import frame_to_csv
-from lpips_core.conventions import resize, to_tensor
 from lpips_explorer.figures.grids import conventions_heatmap, size_curves
-from lpips_core.images import load_image
-from lpips_core.sweeps import (VARIANT_NOTES, VARIANTS, conventions_grid, grid_rows, metric_conventions_grid,
-                               metric_grid_rows)
+from lpips_core.sweeps import VARIANT_NOTES, VARIANTS, grid_rows, metric_grid_rows
+from ui.conventions import grid_piece, successor_piece, uploaded_test
 
 SIZES = (None, 64, 128, 224, 256)
 #: Scoring time (s) after which the first backbone's rows are drawn before the others are scored
 #: (below it, they were read from the cache: the whole grid is drawn at once).
 STAGE_AFTER_S = 0.5
 SUCCESSOR_SIZES = (None, 64, 256)
-
-
-@st.cache_data(show_spinner=False, max_entries=64)
-def grid_piece(ref: np.ndarray, dist: np.ndarray, net: str, size: int | None, _models: dict) -> list:
-    """One backbone at one size: every variant in one batch per version (cached per piece, so the
-    page can advance its progress bar between pieces); ``_models``: spec → the app's cached model."""
-    return conventions_grid(ref, dist, get_model=_models.get, nets=(net,), sizes=(size,))
-
-
-@st.cache_data(show_spinner=False, max_entries=32)
-def successor_piece(ref: np.ndarray, dist: np.ndarray, spec: str, size: int | None, _model) -> list:
-    """One extra metric (``spec``, a name; ``_model`` its model) at one size under every range
-    convention, in one batch (cached by both images' content, the spec and the size)."""
-    return metric_conventions_grid(_model, ref, dist, sizes=(size,))
-
-
-@st.cache_data(show_spinner=False, max_entries=8)
-def uploaded_test(data: bytes, name: str, shape: tuple[int, int]) -> tuple[np.ndarray, tuple[int, int]]:
-    """The uploaded test image as ``(H, W, 3)`` float32 in ``[0, 1]`` at ``shape`` (bilinear, antialiased,
-    when its own size differs), and its own ``(H, W)``; raises ``ValueError`` for an unreadable file."""
-    arr = load_image(data).array
-    own = arr.shape[:2]
-    if own != tuple(shape):
-        arr = resize(to_tensor(arr), tuple(shape))[0].permute(1, 2, 0).numpy().astype(np.float32)
-    return np.ascontiguousarray(arr), own
 
 
 def backbone(spec) -> str:

@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import io
 import math
 import time
-import weakref
 
 import pandas as pd
 import streamlit as st
 
 import ui
 from lpips_core.backbones import between_layers
-from lpips_core.caching import LRU, content_digest
 from lpips_core.conventions import RESIZE_METHODS
 from lpips_explorer.diagnostics import (
     CHECKS,
@@ -21,72 +18,14 @@ from lpips_explorer.diagnostics import (
     Diagnosis,
     build_report,
     demo_pair,
-    diagnose_files,
     library_versions,
     report_json,
 )
 from lpips_explorer.figures.maps import map_overlay, per_layer_bars
-from lpips_core.images import ImageLoadError, LoadedImage, image_to_png_bytes, load_image, min_side_for
+from lpips_core.images import image_to_png_bytes, min_side_for
+from ui.debug import load, pair_images, run
 
 ICONS = {"ok": ":material/check_circle:", "warning": ":material/warning:", "info": ":material/info:"}
-
-
-@st.cache_data(show_spinner=False, max_entries=16)
-def load(data: bytes, name: str, max_side: int, min_side: int) -> LoadedImage | str:
-    """The file through the hardened loader; the loader's message (a ``str``) when it refuses it."""
-    src = io.BytesIO(data)
-    src.name = name
-    try:
-        return load_image(src, max_side=max_side, min_side=min_side)
-    except ImageLoadError as exc:
-        return str(exc)
-
-
-#: Finished diagnoses kept for the whole server (a slider or a download reruns the page).
-FINISHED_KEPT = 8
-
-
-@st.cache_resource(show_spinner=False)
-def _finished() -> LRU:
-    """The server's last :data:`FINISHED_KEPT` finished diagnoses (or refusals), by content."""
-    return LRU(FINISHED_KEPT)
-
-
-@st.cache_resource(show_spinner=False)
-def _shown() -> weakref.WeakKeyDictionary:
-    """Each finished diagnosis's two images as PNG data URLs (encoded once, not on every rerun)."""
-    return weakref.WeakKeyDictionary()
-
-
-def pair_images(diag: Diagnosis) -> tuple[str, str]:
-    """The reference and the test as compared, as PNG data URLs (:func:`ui.png_data_url`): exact
-    pixels, and no media file for a replaced upload's rerun to leave the browser asking for (a 404
-    for the old image in the browser's console)."""
-    shown = _shown()
-    if diag not in shown:
-        shown[diag] = (ui.png_data_url(diag.reference), ui.png_data_url(diag.test))
-    return shown[diag]
-
-
-def run(ref_data: bytes, ref_name: str, test_data: bytes, test_name: str, resolution: str, working_side: int,
-        method: str, spec: str, model, on_partial) -> Diagnosis | str:
-    """:func:`diagnose_files` on the two files as uploaded (``on_partial`` sees the score first, then
-    each check) with ``spec``'s model; the reason (a ``str``) when it cannot run. Finished results
-    are reused by content."""
-    key = (content_digest(ref_data), content_digest(test_data), ref_name, test_name, resolution, working_side,
-           method, spec)
-
-    def compute() -> Diagnosis | str:
-        try:
-            return diagnose_files(model, ref_data, test_data, reference_name=ref_name, test_name=test_name,
-                                  resolution=resolution, working_side=working_side, method=method,
-                                  on_partial=on_partial)
-        except ImageLoadError as exc:
-            return str(exc)
-        except ValueError as exc:  # e.g. an image the backbone cannot take even after upscaling
-            return f"The pair could not be scored: {exc}"
-
-    return _finished().get_or_compute(key, compute)
 
 
 def score_row(diag: Diagnosis, net_label: str) -> None:

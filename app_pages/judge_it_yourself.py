@@ -37,7 +37,6 @@ import streamlit as st
 
 import ui
 from lpips_core.images import ImageLoadError, image_to_png_bytes, load_image
-from lpips_core.spec import standard_specs
 from lpips_explorer import environment
 from lpips_explorer.figures.study import agreement_chart, lin_weights_chart
 from lpips_explorer.study import access, present, scoring
@@ -45,7 +44,9 @@ from lpips_explorer.study import fit as class_fit
 from lpips_explorer.study import prepare as prep
 from lpips_explorer.study import store as study_store
 from lpips_explorer.study import triplets as T
+from ui import study as study_cache
 from ui import study_client
+from ui.study import SPECS
 
 log = logging.getLogger("lpips_explorer.study")
 DATA_ENV = "LPIPS_EXPLORER_DATA"  # named in the message shown when the database cannot be opened
@@ -81,11 +82,6 @@ def _settings() -> dict:
     return section if isinstance(section, dict) else {}
 
 
-@st.cache_resource(show_spinner=False)
-def _store(_engine, url: str) -> study_store.StudyStore:
-    return study_store.StudyStore(_engine)  # creates or upgrades the schema once per server and URL
-
-
 def get_store() -> tuple[study_store.StudyStore, str]:
     """The study store and where it lives (shown to the lecturer only). Kwargs passed to
     ``st.connection`` override ``secrets.toml``, so the default URL is passed only when the secrets name none."""
@@ -101,11 +97,9 @@ def get_store() -> tuple[study_store.StudyStore, str]:
         conn = st.connection("sql", type="sql", url=study_store.sqlite_url(folder))
         where = f"the SQLite file {Path(folder).resolve() / 'study.db'}"
     engine = conn.engine
-    return _store(engine, engine.url.render_as_string(hide_password=True)), where
+    return study_cache.store(engine, engine.url.render_as_string(hide_password=True)), where
 
 
-#: What a study scores: every metric at its defaults, and each LPIPS baseline.
-SPECS = standard_specs()
 #: Computed when the study is created (the rest, the learned metrics, in the background).
 PIXEL_SPECS = [s for s in SPECS if not s.learned]
 
@@ -122,14 +116,6 @@ def _prepare(recipes, uploads) -> list[prep.Prepared]:
     out = prep.prepare(recipes, SPECS, models, uploads=uploads, progress=progress)
     bar.empty()
     return out
-
-
-@st.cache_resource(max_entries=32, show_spinner=False)
-def _rows(_store: study_store.StudyStore, url: str, code: str, study_id: int,
-          version: int = -1) -> list[study_store.TripletRow]:
-    """A study's triplets: read once per server and ``version`` (the metrics computed so far by its
-    background job in this process; -1 without one)."""
-    return _store.triplets(_store.study(code))
 
 
 def _url(store: study_store.StudyStore) -> str:
@@ -184,7 +170,7 @@ def study_rows(store: study_store.StudyStore, study: study_store.Study) -> list[
     """The study's triplets with their images and metric values; a study from an older version
     gets them computed now (once) and stored; learned metrics a study lacks (it was created a
     moment ago, or the server restarted while computing them) are computed in the background."""
-    rows = _rows(store, _url(store), study.code, study.id, _version(store, study))
+    rows = study_cache.triplets(store, _url(store), study.code, study.id, _version(store, study))
     if all(r.ready for r in rows):
         if study.metrics_pending and metrics_job(store, study) is None:
             start_metrics(store, study, rows)
@@ -193,29 +179,14 @@ def study_rows(store: study_store.StudyStore, study: study_store.Study) -> list[
     with st.status(f"Preparing {len(missing)} triplets of this study once…", expanded=True):
         done = _prepare([T.Recipe.from_json(r.recipe) for r in missing], store.get_image)
     store.fill_triplets(study, {r.index: (d.pngs, d.distances) for r, d in zip(missing, done)})
-    _rows.clear()
-    return _rows(store, _url(store), study.code, study.id, _version(store, study))
+    study_cache.triplets.clear()
+    return study_cache.triplets(store, _url(store), study.code, study.id, _version(store, study))
 
 
 # --------------------------------------------------------------------------- results
-@st.cache_data(ttl=60, max_entries=64, show_spinner=False)
-def _class_summary(_store: study_store.StudyStore, url: str, code: str, n_judgements: int,
-                   version: int = -1) -> dict | None:
-    """The class's results while it has ``n_judgements`` answers and ``version`` (the metrics
-    computed so far) (shared by every session)."""
-    study = _store.study(code)
-    rows = _rows(_store, url, code, study.id, version)  # ready: the page prepared them before asking
-    judged = _store.judgements(study)
-    if not judged:
-        return None
-    dist = scoring.stored_distances([r.distances for r in rows])
-    return scoring.summarize(dist, [r.family for r in rows], [(j.session, j.triplet, j.choice) for j in judged],
-                             SPECS, seed=study.seed)
-
-
 def class_summary(store, study) -> dict | None:
     _, n = store.counts(study)
-    return _class_summary(store, _url(store), study.code, n, _version(store, study))
+    return study_cache.class_summary(store, _url(store), study.code, n, _version(store, study))
 
 
 def _class_results(store, study, rows, *, lecturer: bool) -> None:
