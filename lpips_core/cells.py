@@ -23,14 +23,20 @@ escape sequence (``ESC]0;...``, which retitles or recolours the terminal). :func
 writes such characters escaped, as Python's ``repr`` does (``\\n``, ``\\x1b``, ``\\u2028``), on top
 of :func:`escape_name`'s rules; every CLI text table and error line goes through it (``--json``
 keeps the raw text: ``json.dumps`` escapes control characters itself).
+
+**Numbers.** :func:`number` is the one way the project writes a number as text (the CLI's tables,
+the pages' values and titles, the diagnoses): the same value shown in two places is written by
+the same call and agrees to the last digit.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
-__all__ = ["FORMULA_STARTS", "display_name", "escape_name", "frame_to_csv", "neutralise", "one_line", "printable", "restore",
+__all__ = ["FORMULA_STARTS", "display_name", "escape_name", "frame_to_csv", "neutralise", "number", "one_line", "printable",
+           "restore",
            "unescape_name"]
 
 FORMULA_STARTS: tuple[str, ...] = ("=", "+", "-", "@", "\t", "\r")
@@ -140,3 +146,30 @@ def frame_to_csv(frame) -> str:
         if out[col].dtype == object or str(out[col].dtype) in ("string", "str"):
             out[col] = out[col].map(_cell)
     return out.to_csv(index=False)
+
+
+def number(value: float | None, digits: int = 4, *, significant: bool = False, none: str = "—",
+           short_exponent: bool = True) -> str:
+    """``value`` as text: ``digits`` decimals (``"0.7614"``) or, with ``significant``, ``digits``
+    significant digits, so a small non-zero value never reads as zero (``"0.00058"``, ``"5.8e-5"``;
+    ``short_exponent=False`` keeps Python's ``"5.8e-05"``); ``"∞"``/``"−∞"`` for infinities and
+    ``none`` for ``None`` or NaN.
+
+    Raises:
+        ValueError: ``digits`` below 0 (below 1 with ``significant``).
+
+    Example:
+        >>> number(1.19113), number(0.000581, 2, significant=True), number(None, none="n/a")
+        ('1.1911', '0.00058', 'n/a')
+    """
+    if digits < (1 if significant else 0):
+        raise ValueError(f"digits must be at least {1 if significant else 0}, got {digits!r}")
+    if value is None or math.isnan(value):
+        return none
+    if math.isinf(value):
+        return "∞" if value > 0 else "−∞"
+    if not significant:
+        return f"{value:.{digits}f}"
+    text = f"{value:.{digits}g}"
+    mantissa, e, exponent = text.partition("e")
+    return f"{mantissa}e{int(exponent)}" if e and short_exponent else text

@@ -14,7 +14,7 @@ import json
 import sys
 from typing import Callable
 
-from ..cells import one_line, printable
+from ..cells import number, one_line, printable
 
 
 def fail(message: str) -> int:
@@ -79,8 +79,8 @@ class Bar:
 
 
 def fmt(v) -> str:
-    """A number in a table: 6 significant digits, ``—`` for none."""
-    return "—" if v is None else f"{v:.6g}"
+    """A number in a table: 6 significant digits (:func:`~lpips_core.cells.number`), ``—`` for none."""
+    return number(v, 6, significant=True, short_exponent=False)
 
 
 def say(line: str) -> None:

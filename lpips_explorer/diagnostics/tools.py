@@ -13,6 +13,7 @@ from typing import Any, Sequence
 import numpy as np
 from PIL import Image
 
+from lpips_core.cells import number
 from lpips_core.conventions import LUMA, RESIZE_METHODS, resize, to_tensor
 from lpips_explorer.distortions import shift
 from lpips_core.images import LoadedImage, image_to_png_bytes, undo_exif_orientation
@@ -218,8 +219,8 @@ def lpips_values(model: LPIPS, ref: np.ndarray, images: Sequence[np.ndarray], **
 
 
 def fmt(v: float | None) -> str:
-    """A score to 4 decimals, ``"n/a"`` for ``None`` or a non-finite value."""
-    return "n/a" if v is None or not math.isfinite(v) else f"{v:.4f}"
+    """A score to 4 decimals (:func:`~lpips_core.cells.number`), ``"n/a"`` for ``None`` or a non-finite value."""
+    return "n/a" if v is None or not math.isfinite(v) else number(v, 4)
 
 
 def ratio_text(value: float, base: float) -> str:

@@ -21,7 +21,7 @@ import math
 from typing import Any, Iterable, Mapping, Sequence
 from urllib.parse import urlencode, urlsplit
 
-from lpips_core.cells import neutralise
+from lpips_core.cells import neutralise, number
 from lpips_core.spec import MetricSpec
 
 __all__ = [
@@ -164,7 +164,8 @@ def votes_text(votes: Sequence[int]) -> str:
 
 
 def _fmt(x: float) -> str:
-    return format(x, ".4g")
+    """4 significant digits (:func:`~lpips_core.cells.number`, Python's exponent)."""
+    return number(x, 4, significant=True, short_exponent=False)
 
 
 def reveal_rows(distances: Mapping[str, tuple[float, float]], specs: Iterable[MetricSpec], choice: int) -> list[dict]:
