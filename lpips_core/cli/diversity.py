@@ -17,11 +17,11 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from .options import DATASET_WORDS, add_memory, add_metric_options, add_outputs, add_pair_options, add_sample, \
-    metric_specs
+from .options import DATASET_WORDS, add_backend, add_memory, add_metric_options, add_outputs, add_pair_options, \
+    add_sample, backend_session, metric_specs
 from .run import Bar, fmt, interrupted_message, run_command
 from .score import print_summary, score_command
-from .space_common import build_model, load_embedding, versions
+from .space_common import build_model, load_embedding, on_ray, versions
 
 
 def add_parser(subparsers) -> None:
@@ -36,6 +36,7 @@ def add_parser(subparsers) -> None:
     d.add_argument("--embeddings", default=None,
                    help="keep the embeddings in this folder (reuse it as DIR later); default: a temporary folder")
     add_memory(d)
+    add_backend(d, "the scoring or the embedding")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -104,7 +105,7 @@ def _all_pairs_stats(args: argparse.Namespace, spec, model, budget: int) -> tupl
 
     with tempfile.TemporaryDirectory(prefix="lpips-space-") as tmp:
         out = Path(args.embeddings) if args.embeddings else None
-        emb = load_embedding(args.dir, spec, model, budget, Path(tmp), out)
+        emb = load_embedding(args.dir, spec, model, budget, Path(tmp) / "emb", out, args=args)
         if len(emb) < 2:
             raise ValueError(f"{args.dir} has {len(emb)} readable image(s); all pairs need at least 2")
         if args.matrix:
@@ -136,18 +137,19 @@ def gram_diversity(args: argparse.Namespace) -> dict:
     all_versions: dict = {}
     skipped: list[dict] = []
     images = pairs = 0
-    for spec in specs:
-        model = None
-        if not space.is_embedding_dir(args.dir):
-            if spec.model_spec not in models:
-                models[spec.model_spec] = build_model(spec, args.device)
-            model = models[spec.model_spec]
-        st, skipped, v = _all_pairs_stats(args, spec, model, budget)
-        all_versions.update({k: x for k, x in v.items() if k != "weights"})
-        all_versions.setdefault("weights", {}).update(v["weights"])
-        images, pairs = st["images"], st["pairs"]
-        metrics[spec.name] = {"n": pairs, "mean": st["mean"], "std": st["std"], "ci95": st["ci95"],
-                              "nonfinite": 0, "se": st["se"]}
+    with backend_session(args):
+        for spec in specs:
+            model = None
+            if not space.is_embedding_dir(args.dir) and not on_ray(args):
+                if spec.model_spec not in models:
+                    models[spec.model_spec] = build_model(spec, args.device)
+                model = models[spec.model_spec]
+            st, skipped, v = _all_pairs_stats(args, spec, model, budget)
+            all_versions.update({k: x for k, x in v.items() if k != "weights"})
+            all_versions.setdefault("weights", {}).update(v["weights"])
+            images, pairs = st["images"], st["pairs"]
+            metrics[spec.name] = {"n": pairs, "mean": st["mean"], "std": st["std"], "ci95": st["ci95"],
+                                  "nonfinite": 0, "se": st["se"]}
     config = {"method": "gram", "dir": args.dir, "images": images, "pairs": pairs, "metrics": list(metrics),
               "std": "sample standard deviation of the pair distances (ddof=1)",
               "ci95": "jackknife over images (leave one image out), Student t with N - 1 df: pairs share images, "

@@ -5,8 +5,11 @@ under LPIPS, exactly (or through a FAISS index, re-ranked exactly, with ``--appr
 
     python -m lpips_core neighbours QUERY_DIR POOL_DIR --k 5 [--json]
     python -m lpips_core neighbours DIR DIR --k 3                      # dedup: self-matches left out
+    python -m lpips_core neighbours QUERY_DIR --index INDEX_DIR --k 5 [--candidates 64]
 
-Either folder may be an embedding folder written by ``embed``.
+Either folder may be an embedding folder written by ``embed``. With ``--index`` the pool is a pool
+index written by ``embed --proj-dim``: each query's candidates come from its FAISS index and are
+re-ranked exactly by re-embedding them from their files (:meth:`lpips_core.space.PoolIndex.search`).
 """
 
 from __future__ import annotations
@@ -15,16 +18,18 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from .options import SPACE_WORDS, add_device, add_json, add_memory, add_metric_options, positive
+from .options import DEFAULT_METRIC, SPACE_WORDS, add_backend, add_device, add_json, add_memory, add_metric_options, \
+    backend_session, positive
 from .run import Bar, run_command
-from .space_common import build_model, embedding_spec, load_embedding, versions
+from .space_common import build_model, embedding_spec, load_embedding, on_ray, versions
 
 
 def add_parser(subparsers) -> None:
     n = subparsers.add_parser("neighbours", help="each query image's k nearest pool images under LPIPS, exactly")
     n.add_argument("query", help="folder of query images (or an embedding folder)")
-    n.add_argument("pool", help="folder of pool images (or an embedding folder); the same folder: dedup, "
-                                "self-matches left out")
+    n.add_argument("pool", nargs="?", default=None,
+                   help="folder of pool images (or an embedding folder); the same folder: dedup, self-matches left "
+                        "out (not with --index)")
     n.add_argument("--k", type=positive, default=5, help="neighbours per query (default 5)")
     add_metric_options(n, SPACE_WORDS)
     add_device(n)
@@ -37,6 +42,12 @@ def add_parser(subparsers) -> None:
     n.add_argument("--oversample", type=positive, default=4, help="candidates re-ranked per neighbour (default 4)")
     add_memory(n)
     add_json(n)
+    add_backend(n, "the embedding of image folders")
+    n.add_argument("--index", default=None,
+                   help="search the pool index in this folder (written by embed --proj-dim) instead of a pool "
+                        "folder: its candidates re-embedded from their files and re-ranked exactly")
+    n.add_argument("--candidates", type=positive, default=None,
+                   help="with --index, the candidates re-ranked exactly per query (default: 64, or 4 k if larger)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -74,15 +85,22 @@ def neighbours_command(args: argparse.Namespace) -> dict:
     "config", "versions"}`` (names relative to their folder, nearest first)."""
     from .. import space
 
+    if (args.pool is None) == (args.index is None):
+        raise ValueError("give a pool folder (POOL_DIR) or a pool index (--index DIR), one of them")
+    if args.index is not None:
+        return index_command(args)
+    if args.candidates is not None:
+        raise ValueError("--candidates needs --index")
     spec = embedding_spec(args)
     budget = args.memory_mb << 20
-    need_model = not all(space.is_embedding_dir(f) for f in (args.query, args.pool))
+    need_model = not all(space.is_embedding_dir(f) for f in (args.query, args.pool)) and not on_ray(args)
+    session = backend_session(args)
     model = build_model(spec, args.device) if need_model else None
     same = _same_folder(args.query, args.pool)
-    with tempfile.TemporaryDirectory(prefix="lpips-space-") as tmp:
-        pool = load_embedding(args.pool, spec, model, budget, Path(tmp) / "pool", what="pool")
+    with tempfile.TemporaryDirectory(prefix="lpips-space-") as tmp, session:
+        pool = load_embedding(args.pool, spec, model, budget, Path(tmp) / "pool", what="pool", args=args)
         query = pool if same else load_embedding(args.query, spec, model, budget, Path(tmp) / "query",
-                                                 what="queries")
+                                                 what="queries", args=args)
         found, method, proj_dim = _search(args, query, pool, same, budget)
         out = {
             "queries": found.to_json(query.names, pool.names),
@@ -101,6 +119,52 @@ def neighbours_command(args: argparse.Namespace) -> dict:
             if proj_dim != args.proj_dim:  # capped at the embedding's width (PCA: at the sample's span)
                 out["config"]["proj_dim_used"] = proj_dim
         del pool, query, found  # their memmaps, before the temporary folder goes
+    return out
+
+
+def _metric_options_given(args: argparse.Namespace) -> bool:
+    return (args.metric != DEFAULT_METRIC or any(getattr(args, k) for k in ("net", "version", "convention", "size"))
+            or args.baseline or args.grayscale)
+
+
+def index_command(args: argparse.Namespace) -> dict:
+    """``neighbours QUERY_DIR --index DIR``: the same JSON object as against a pool folder; the
+    distances are exact LPIPS of the candidates the index found (``config.method`` says how many)."""
+    from .. import space
+    from ..spec import parse_spec
+
+    if args.approximate or args.backend == "ray":
+        raise ValueError("--index searches its own FAISS index in this process: leave out --approximate and "
+                         "--backend ray")
+    backend_session(args)  # refuses --address or --actors without --backend ray
+    pool = space.open_pool(args.index)
+    spec = parse_spec(pool.spec_name)
+    if _metric_options_given(args) and embedding_spec(args).name != spec.name:
+        raise ValueError(f"{args.index} indexes {spec.name}, not {embedding_spec(args).name}: leave out the metric "
+                         "options or give the index's")
+    model = build_model(spec, args.device)
+    same = _same_folder(args.query, str(pool.source))
+    bar = Bar("neighbours", unit="query")
+    try:
+        found, qnames, skipped = pool.search(model, args.query, args.k, args.candidates, exclude_self=same,
+                                             memory_budget=args.memory_mb << 20, progress=bar)
+    finally:
+        bar.close()
+    cand = min(len(pool), (args.candidates or max(space.pool.DEFAULT_CANDIDATES, 4 * args.k)) + same)
+    p, ix = pool.manifest["projection"], pool.manifest["index"]
+    out = {"queries": found.to_json(qnames, pool.names),
+           "config": {"metric": spec.name, "k": args.k, "query_dir": args.query, "index": args.index,
+                      "pool_dir": str(pool.source), "exclude_self": same,
+                      "method": f"pool index: FAISS {ix['factory']} over a {p['dim']}-d {p['method']} projection, "
+                                f"{cand} candidates per query re-embedded from their files and re-ranked exactly",
+                      "candidates": cand, "queries": len(qnames), "pool": len(pool),
+                      "input_size": pool.manifest["input_size"], "dim": pool.manifest["dim"],
+                      "order": "nearest first; equal distances (identical images) by name",
+                      "skipped": {"queries": skipped[:20], "pool": pool.manifest["skipped"][:20]}},
+           "versions": {**pool.manifest["versions"], "weights": {spec.name: pool.manifest["model"]["weights"]}}}
+    k_used = int(found.indices.shape[1])
+    if k_used != args.k:
+        out["config"]["k_used"] = k_used
     return out
 
 

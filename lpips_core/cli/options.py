@@ -21,6 +21,8 @@ from ..weights import VERSIONS
 
 MAX_SIZE: int = DEFAULT_MAX_SIDE
 """Largest side ``--size`` accepts, in pixels (2048, as :func:`lpips_core.images.load_image`)."""
+DEFAULT_METRIC = "lpips"
+"""The metric a command computes when ``--metric`` is not given."""
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -105,6 +107,15 @@ def device(text: str) -> str:
     return text
 
 
+def ray_address(text: str) -> str:
+    """A Ray cluster's address: ``auto``, ``HOST:PORT`` or ``ray://HOST:PORT``, returned as given."""
+    rest = text[len("ray://"):] if text.startswith("ray://") else text
+    host, sep, port = rest.rpartition(":")
+    if text != "auto" and not (sep and host and port.isdigit() and 0 < int(port) < 65536):
+        raise argparse.ArgumentTypeError(f"expected auto, HOST:PORT or ray://HOST:PORT, got {text!r}")
+    return text
+
+
 def finite(text: str) -> float:
     """A finite float (no ``nan``, ``inf``)."""
     try:
@@ -167,7 +178,7 @@ SPACE_WORDS = MetricWords(
 def add_metric_options(p: argparse.ArgumentParser, words: MetricWords) -> None:
     """``--metric``/``--metrics``, ``--net``, ``--version``, ``--baseline``, ``--convention``,
     ``--grayscale``, ``--size``, in that order, worded by ``words``."""
-    p.add_argument(words.metric_flag, default="lpips", choices=words.metric_choices, help=words.metric_help)
+    p.add_argument(words.metric_flag, default=DEFAULT_METRIC, choices=words.metric_choices, help=words.metric_help)
     p.add_argument("--net", default=None, choices=tuple(NET_LABELS), help=words.net_help)
     p.add_argument("--version", default=None, choices=VERSIONS, help="LPIPS weights version (default 0.1)")
     p.add_argument("--baseline", action="store_true", help="LPIPS uncalibrated: all channel weights 1")
@@ -266,3 +277,37 @@ def add_memory(p: argparse.ArgumentParser) -> None:
     p.add_argument("--memory-mb", type=positive, default=1024,
                    help="bytes the Gram stage may hold at once, in MiB (default 1024); embeddings larger than "
                         "this are streamed to disk")
+
+
+def add_backend(p: argparse.ArgumentParser, what: str) -> None:
+    """``--backend local|ray``, ``--address``, ``--actors``: where ``what`` runs (checked by
+    :func:`backend_session`)."""
+    p.add_argument("--backend", choices=("local", "ray"), default="local",
+                   help=f"where {what} runs: in this process (default) or on Ray actors through Ray Data, each "
+                        "holding the model (pip install -e .[ray]; every node must read the images)")
+    p.add_argument("--address", type=ray_address, default=None,
+                   help="with --backend ray, the cluster to join: auto, HOST:PORT (the head's port) or "
+                        "ray://HOST:PORT (default: $RAY_ADDRESS, the cluster `ray start` left on this machine, "
+                        "else a new local one)")
+    p.add_argument("--actors", type=positive, default=None,
+                   help="with --backend ray, the actors (default: one per CPU of the cluster, one per GPU with "
+                        "--device cuda)")
+
+
+def backend_session(args: argparse.Namespace):
+    """The context a command runs in: for ``--backend ray``, connected to the Ray cluster
+    (:func:`lpips_core.datasets.ray_backend.ray_cluster`), else nothing.
+
+    Raises:
+        ValueError: ``--address`` or ``--actors`` without ``--backend ray``; no cluster at the
+            address. ImportError: Ray is not installed.
+    """
+    import contextlib
+
+    if getattr(args, "backend", "local") != "ray":
+        if getattr(args, "address", None) is not None or getattr(args, "actors", None) is not None:
+            raise ValueError("--address and --actors need --backend ray")
+        return contextlib.nullcontext()
+    from ..datasets.ray_backend import ray_cluster
+
+    return ray_cluster(args.address)

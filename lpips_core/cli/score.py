@@ -5,10 +5,13 @@ reference image against a folder) under many metrics; a table streamed to ``--ou
 
     python -m lpips_core score REFERENCE_DIR TEST_DIR [--metrics lpips,ssim] [--out rows.csv] [--json] ...
     python -m lpips_core score REFERENCE.png TEST_DIR    # one reference against a folder
+    python -m lpips_core score REFERENCE_DIR TEST_DIR --backend ray [--address HOST:PORT] --out rows.csv
 
 The first folder holds the references (ground truth), the second the test images (a method's
 outputs); the order matters (``--mismatch resize`` resizes each test image to its reference's
-size). :func:`score_command` and :func:`print_summary` also serve ``diversity --sample`` and
+size). ``--backend ray`` scores the same blocks on Ray actors
+(:func:`lpips_core.datasets.ray_backend.score_ray`): the same table and manifest, resumable on
+either backend. :func:`score_command` and :func:`print_summary` also serve ``diversity --sample`` and
 ``merge``; :func:`folder_pairs` serves ``explain``.
 """
 
@@ -18,7 +21,8 @@ import argparse
 from pathlib import Path
 from typing import Callable
 
-from .options import DATASET_WORDS, add_folders, add_metric_options, add_outputs, add_pair_options, metric_specs
+from .options import DATASET_WORDS, add_backend, add_folders, add_metric_options, add_outputs, add_pair_options, \
+    backend_session, metric_specs
 from .run import Bar, fmt, interrupted_message, run_command, say
 
 
@@ -28,6 +32,7 @@ def add_parser(subparsers) -> None:
     add_metric_options(s, DATASET_WORDS)
     add_pair_options(s)
     add_outputs(s)
+    add_backend(s, "the scoring")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -59,13 +64,22 @@ def score_command(args: argparse.Namespace, discover: Callable) -> dict:
         rep = disc.report()
         raise ValueError(f"no pairs found ({rep['only_reference']} references without a test image, "
                          f"{rep['only_test']} test images without a reference, {rep['duplicates']} duplicate names)")
-    bar = Bar(args.command, unit="pair")
-    try:
-        res = score_pairs(disc, specs, mismatch=args.mismatch, out=args.out, resume=args.resume, shard=args.shard,
-                          batch_size=args.batch_size, workers=args.workers, device=args.device, progress=bar,
-                          lanes=args.lanes, max_pixels=args.max_pixels, force=args.force)
-    finally:
-        bar.close()
+    with backend_session(args):
+        bar = Bar(args.command, unit="pair")
+        try:
+            if args.backend == "ray":
+                from ..datasets.ray_backend import score_ray
+
+                res = score_ray(disc, specs, mismatch=args.mismatch, out=args.out, resume=args.resume,
+                                shard=args.shard, batch_size=args.batch_size, concurrency=args.actors,
+                                device=args.device, progress=bar, max_pixels=args.max_pixels, force=args.force)
+            else:
+                res = score_pairs(disc, specs, mismatch=args.mismatch, out=args.out, resume=args.resume,
+                                  shard=args.shard, batch_size=args.batch_size, workers=args.workers,
+                                  device=args.device, progress=bar, lanes=args.lanes, max_pixels=args.max_pixels,
+                                  force=args.force)
+        finally:
+            bar.close()
     return res.to_json()
 
 

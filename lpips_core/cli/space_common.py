@@ -33,9 +33,11 @@ def build_model(spec, device):
 
 
 def load_embedding(folder: str, spec, model, budget: int, spill: Path | None, out: Path | None = None,
-                   what: str = "images"):
+                   what: str = "images", args: argparse.Namespace | None = None):
     """The embedding of ``folder``: opened if it is an embedding folder (checked against ``spec``),
-    else computed with ``model`` (in memory within ``budget`` bytes, or streamed to ``out``/``spill``)."""
+    else computed with ``model`` (in memory within ``budget`` bytes, or streamed to ``out``/``spill``),
+    or with ``args.backend == "ray"`` on Ray actors into ``out`` (else ``spill``) in the session
+    :func:`~.options.backend_session` opened."""
     from .. import space
 
     if space.is_embedding_dir(folder):
@@ -45,9 +47,19 @@ def load_embedding(folder: str, spec, model, budget: int, spill: Path | None, ou
         return emb
     bar = Bar(f"embedding {what}", unit="image")
     try:
+        if on_ray(args):
+            from ..devices import resolve_device
+
+            return space.embed_ray(folder, spec, out or spill, concurrency=args.actors,
+                                   device=str(resolve_device(args.device)), progress=bar)
         return space.embed(model, folder, spec=spec, out=out, memory_budget=budget, spill=spill, progress=bar)
     finally:
         bar.close()
+
+
+def on_ray(args: argparse.Namespace | None) -> bool:
+    """Whether the command embeds on Ray (``--backend ray``)."""
+    return args is not None and getattr(args, "backend", "local") == "ray"
 
 
 def versions(emb) -> dict:

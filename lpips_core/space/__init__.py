@@ -26,6 +26,9 @@ Gram matrix, ``d_ij = ‖φ_i‖² + ‖φ_j‖² − 2⟨φ_i, φ_j⟩`` (a GEM
 - :func:`diversity`: the mean over all pairs with a jackknife interval over images.
 - :func:`build_index`: an approximate index (FAISS over a PCA or a Gaussian random projection
   of φ) whose candidates are re-ranked exactly.
+- :func:`build_pool` / :func:`open_pool`: a pool index that keeps only the projections and a FAISS
+  index on disk, its candidates re-ranked exactly by re-embedding them from their files
+  (:meth:`PoolIndex.search`): nearest neighbours against a pool too large for its embeddings.
 
 Exact duplicates (the same decoded pixels) share one forward pass and get bitwise equal
 distances (so ties between them are real ties, broken by name).
@@ -34,7 +37,7 @@ The modules: :mod:`.euclidean` (which metrics, φ), :mod:`.embedding` (the :clas
 its checked format on disk, :func:`open_embedding`), :mod:`.embedder` (:func:`embed`),
 :mod:`.distances` (the Gram matrix, all pairs, diversity and its interval), :mod:`.neighbours`
 (exact neighbours, the FAISS index), :mod:`.projection` (the index's projections of φ),
-:mod:`.ray` (:func:`embed_ray`). Every public name is imported here.
+:mod:`.pool` (the pool index), :mod:`.ray` (:func:`embed_ray`, :func:`build_pool_ray`). Every public name is imported here.
 """
 
 from __future__ import annotations
@@ -45,7 +48,8 @@ from .embedding import FORMAT, MAX_MANIFEST_BYTES, Embedding, is_embedding_dir, 
 from .euclidean import EmbeddingLayout, check_euclidean, has_embedding, phi
 from .neighbours import ApproximateIndex, Neighbours, build_index, nearest, recall_at_k
 from .projection import RANDOM_BLOCK_FLOATS, Projection, fit_projection
-from .ray import embed_ray
+from .pool import POOL_FORMAT, PoolIndex, build_pool, is_pool_dir, open_pool, search_pool
+from .ray import build_pool_ray, embed_ray
 
 __all__ = [
     "DEFAULT_BUDGET",
@@ -53,7 +57,11 @@ __all__ = [
     "Embedding",
     "EmbeddingLayout",
     "Neighbours",
+    "POOL_FORMAT",
+    "PoolIndex",
     "build_index",
+    "build_pool",
+    "build_pool_ray",
     "check_euclidean",
     "diversity",
     "embed",
@@ -62,10 +70,13 @@ __all__ = [
     "gram",
     "has_embedding",
     "image_files",
+    "is_pool_dir",
     "jackknife_interval",
     "nearest",
     "open_embedding",
+    "open_pool",
     "pairwise_distances",
     "phi",
     "recall_at_k",
+    "search_pool",
 ]
