@@ -16,6 +16,7 @@ from lpips_explorer import lab as L
 from lpips_explorer.distortions import DISTORTIONS, PARAMS
 from lpips_explorer.figures.maps import abs_difference, dists_stage_bars, map_overlay, map_png, per_layer_bars
 from ui.state import LAB_ADD_NAME, LAB_CHAIN, LAB_NEXT_ID, LAB_STEPS
+from ui.lab import classic_metrics, pair_key, scored
 
 ss = st.session_state
 
@@ -82,27 +83,7 @@ def _param_widget(step_id: int, pname: str, spec, value):
                            help=spec.help))
 
 
-# --------------------------------------------------------------------------- cached work
-# The cached functions below take the pair's key (:func:`pair_key`) and the images unhashed
-# (``_ref``, ``_dist``): Streamlit hashes every hashed argument on each call, and the calls of a
-# rerun would hash both images again each time. The computation is :mod:`lpips_explorer.lab`.
-def pair_key(ref: np.ndarray, chain_json: str) -> str:
-    """What identifies the lab's pair: the reference's content digest and the chain (its JSON)."""
-    return f"{content_digest(ref)}:{chain_json}"
-
-
-@st.cache_data(show_spinner=False, max_entries=16)
-def classic_metrics(pair: str, _ref: np.ndarray, _dist: np.ndarray) -> dict[str, float]:
-    return L.classic_values(_ref, _dist)
-
-
-@st.cache_data(show_spinner=False, max_entries=8)  # each holds five maps: 5 MB at 512 px
-def scored(pair: str, spec: str, _ref: np.ndarray, _dist: np.ndarray, _model) -> L.Scored:
-    """:func:`lpips_explorer.lab.score`: one forward pass of the distorted image (the reference's
-    features are cached by the model); cached by the pair and the spec's name (``_model`` is its model)."""
-    return L.score(_model, MetricSpec.parse(spec), _ref, _dist)
-
-
+# --------------------------------------------------------------------------- drawing (cached work: ui.lab)
 def _headline(spec: MetricSpec, answer: L.Scored | None, classic: dict[str, float]) -> None:
     """The step's answer at once: the sidebar's ``spec`` beside MSE, PSNR and SSIM, drawn before the
     images and the other backbones (which fill in below)."""
@@ -132,14 +113,9 @@ _init()
 st.title("Distortion lab")
 
 
-# The chain, the metrics, the bars and the map: a parameter change reruns this part alone.
-@ui.page_fragment("Distortion lab", "distortion_lab")
-def lab() -> None:
-    ref, ref_name = ui.reference()
-    cfg = ui.sidebar_spec()
-    st.caption(f"Reference: {ui.md_escape(ref_name)} · {ui.size_hw(ref.shape[:2], labelled=True)} · LPIPS "
-               f"{L.note(cfg)} (sidebar)")
-
+def _chain_editor() -> list[dict]:
+    """The chain's steps, each in a bordered box with its parameters (move up, remove), then Add and
+    Reset; returns the steps (``ss[LAB_STEPS]``, their parameters as the widgets now hold them)."""
     st.subheader("The chain")
     steps = ss[LAB_STEPS]
     if not steps:
@@ -159,7 +135,89 @@ def lab() -> None:
     a1.selectbox("Add a distortion", list(DISTORTIONS), key=LAB_ADD_NAME, label_visibility="collapsed")
     a2.button("Add step", key="lab_add", on_click=_add)
     a3.button("Reset", key="lab_reset", on_click=_reset)
+    return steps
 
+
+def _metrics_table(cfg: MetricSpec, results: dict, run, classic: dict[str, float], chain: list,
+                   ref_name: str) -> list[MetricSpec]:
+    """The metrics for every backbone (the sidebar's version and head) and the extra metrics, scored
+    by ``run`` into ``results``: the table, what is unavailable, the CSV; returns the specs shown."""
+    st.subheader("Metrics")
+    extras = ui.extras_picker("lab_successors")
+    backbones = [cfg.replace(net=n) for n in ui.NET_LABELS]  # the sidebar's version and head on every backbone
+    with st.spinner("Every available backbone…"):
+        for spec in [*backbones, *extras]:
+            if spec not in results:
+                run(spec)
+    shown = [*backbones, *extras]
+    table = pd.DataFrame(L.metric_rows(classic, results, shown))
+    # Widths in the proportions the texts need (the grid stretches them to the page): at 1024 px with the
+    # sidebar open every label and note shows whole.
+    st.dataframe(table, hide_index=True, key="lab_metrics",
+                 column_config={"metric": st.column_config.TextColumn(width=150),
+                                "value": st.column_config.NumberColumn(format="%.4g", help=VALUE_HELP, width=80),
+                                "note": st.column_config.TextColumn(width=320)})
+    missing = [ui.NET_LABELS[s.net] for s in backbones if results[s] is None]
+    if missing:
+        st.caption(f"Unavailable here: {', '.join(missing)} — see the sidebar's backbone list for the reason and fix.")
+    csv = frame_to_csv(table.assign(chain=ui.chain_label(chain), reference=ref_name))
+    st.download_button("Download the metrics (CSV)", csv, file_name="lpips_metrics.csv", mime="text/csv",
+                       key="lab_csv")
+    return shown
+
+
+def _where_from(cfg: MetricSpec, results: dict, dist: np.ndarray) -> None:
+    """Where the distance comes from: the per-layer bars (and DISTS's stages) of the metrics shown,
+    then one backbone's spatial map over the distorted image, its PNG download."""
+    bars, stages, sources = L.layer_bars(results), L.staged(results), L.map_sources(results, first=cfg)
+    if not bars and not stages:
+        st.info("No LPIPS backbone is available: the per-layer bars and maps need one.")
+        st.stop()
+
+    st.subheader("Where the distance comes from")
+    if bars:
+        st.plotly_chart(per_layer_bars(bars, title="Per-layer terms d_l, stacked"), key="lab_layers_fig")
+        st.caption("Each bar's height is its metric's value: the sum of its layers' terms."
+                   + (" ST-LPIPS has the same five layer terms as LPIPS (same recipe, anti-aliased network); its "
+                      "bar's height is the ST-LPIPS value." if any(s.metric != cfg.metric for s in sources) else ""))
+    for r in stages:
+        st.plotly_chart(
+            dists_stage_bars(r.layer_names, r.components["texture"], r.components["structure"],
+                             label=r.spec.metric_label, title=f"{r.spec.label} = {r.total:.4f}: texture and structure terms "
+                                   "per stage, all of them summed"),
+            key=f"lab_{r.spec.metric}_{r.spec.net}_fig",
+        )
+        st.caption("DISTS compares whole feature maps: texture = differences of channel means, structure = loss of "
+                   "correlation, per stage (stage 0 is the image itself). It has no spatial map.")
+    if not sources:
+        st.stop()
+
+    m1, m2, m3 = st.columns([1, 2, 1])
+    by_name = {s.name: s for s in sources}  # the sidebar's backbone first (the default), the others, ST-LPIPS
+    picked = m1.selectbox("Backbone", list(by_name), format_func=lambda n: by_name[n].row_spec.label,
+                          key="lab_map_net")
+    res = results[by_name[picked]]
+    layer = m2.radio("Map", [L.SUMMED, *res.layer_names], horizontal=True, key="lab_map_layer")
+    opacity = m3.slider("Map opacity", 0.0, 1.0, 0.6, 0.05, key="lab_opacity")
+    values, equals = L.map_values(res, layer)
+    title = f"{res.spec.label}, {layer}: mean {values.mean():.4f} ({equals})"
+    st.plotly_chart(map_overlay(dist, values, opacity=opacity, title=title), key="lab_map_fig")
+    st.caption("Each layer's map is bilinearly upsampled to the image size, as the reference package does with "
+               "spatial=True; the summed map's mean is the LPIPS value. Drawn over the distorted image.")
+    # Encoded when clicked (a callable), not on every slider step; the click needs no rerun.
+    st.download_button("Download the map (PNG)", lambda: map_png(values, image=dist, opacity=float(opacity)),
+                       file_name=f"lpips_map_{res.spec.metric}_{res.spec.net}_{layer}.png", mime="image/png",
+                       key="lab_png", on_click="ignore")
+
+
+# The chain, the metrics, the bars and the map: a parameter change reruns this part alone.
+@ui.page_fragment("Distortion lab", "distortion_lab")
+def lab() -> None:
+    ref, ref_name = ui.reference()
+    cfg = ui.sidebar_spec()
+    st.caption(f"Reference: {ui.md_escape(ref_name)} · {ui.size_hw(ref.shape[:2], labelled=True)} · LPIPS "
+               f"{L.note(cfg)} (sidebar)")
+    steps = _chain_editor()
     chain = [(s["name"], {p: v for p, v in s["params"].items()}) for s in steps]
     try:
         chain_json = ui.chain_key(chain)
@@ -189,72 +247,8 @@ def lab() -> None:
     i3.image(diff, caption=f"|difference| × {gain:.1f}" if gain != 1 else "|difference| (none)", clamp=True,
              width="stretch")
 
-    # -- metrics for every backbone, and the extra metrics
-    st.subheader("Metrics")
-    extras = ui.extras_picker("lab_successors")
-    backbones = [cfg.replace(net=n) for n in ui.NET_LABELS]  # the sidebar's version and head on every backbone
-    with st.spinner("Every available backbone…"):
-        for spec in [*backbones, *extras]:
-            if spec not in results:
-                run(spec)
-    shown = [*backbones, *extras]
-    table = pd.DataFrame(L.metric_rows(classic, results, shown))
-    # Widths in the proportions the texts need (the grid stretches them to the page): at 1024 px with the
-    # sidebar open every label and note shows whole.
-    st.dataframe(table, hide_index=True, key="lab_metrics",
-                 column_config={"metric": st.column_config.TextColumn(width=150),
-                                "value": st.column_config.NumberColumn(format="%.4g", help=VALUE_HELP, width=80),
-                                "note": st.column_config.TextColumn(width=320)})
-    missing = [ui.NET_LABELS[s.net] for s in backbones if results[s] is None]
-    if missing:
-        st.caption(f"Unavailable here: {', '.join(missing)} — see the sidebar's backbone list for the reason and fix.")
-    csv = frame_to_csv(table.assign(chain=ui.chain_label(chain), reference=ref_name))
-    st.download_button("Download the metrics (CSV)", csv, file_name="lpips_metrics.csv", mime="text/csv",
-                       key="lab_csv")
-
-    results = {s: results[s] for s in shown}  # what the table shows, in its order
-    bars, stages, sources = L.layer_bars(results), L.staged(results), L.map_sources(results, first=cfg)
-    if not bars and not stages:
-        st.info("No LPIPS backbone is available: the per-layer bars and maps need one.")
-        st.stop()
-
-    st.subheader("Where the distance comes from")
-    if bars:
-        st.plotly_chart(
-            per_layer_bars(bars, title="Per-layer terms d_l, stacked: each bar's height is the LPIPS value"),
-            key="lab_layers_fig",
-        )
-        if any(s.metric != cfg.metric for s in sources):
-            st.caption("ST-LPIPS has the same five layer terms as LPIPS (same recipe, anti-aliased network); its "
-                       "bar's height is the ST-LPIPS value.")
-    for r in stages:
-        st.plotly_chart(
-            dists_stage_bars(r.layer_names, r.components["texture"], r.components["structure"],
-                             label=r.spec.metric_label, title=f"{r.spec.label} = {r.total:.4f}: texture and structure terms "
-                                   "per stage, all of them summed"),
-            key=f"lab_{r.spec.metric}_{r.spec.net}_fig",
-        )
-        st.caption("DISTS compares whole feature maps: texture = differences of channel means, structure = loss of "
-                   "correlation, per stage (stage 0 is the image itself). It has no spatial map.")
-    if not sources:
-        st.stop()
-
-    m1, m2, m3 = st.columns([1, 2, 1])
-    by_name = {s.name: s for s in sources}  # the sidebar's backbone first (the default), the others, ST-LPIPS
-    picked = m1.selectbox("Backbone", list(by_name), format_func=lambda n: by_name[n].row_spec.label,
-                          key="lab_map_net")
-    res = results[by_name[picked]]
-    layer = m2.radio("Map", [L.SUMMED, *res.layer_names], horizontal=True, key="lab_map_layer")
-    opacity = m3.slider("Map opacity", 0.0, 1.0, 0.6, 0.05, key="lab_opacity")
-    values, equals = L.map_values(res, layer)
-    title = f"{res.spec.label}, {layer}: mean {values.mean():.4f} ({equals})"
-    st.plotly_chart(map_overlay(dist, values, opacity=opacity, title=title), key="lab_map_fig")
-    st.caption("Each layer's map is bilinearly upsampled to the image size, as the reference package does with "
-               "spatial=True; the summed map's mean is the LPIPS value. Drawn over the distorted image.")
-    # Encoded when clicked (a callable), not on every slider step; the click needs no rerun.
-    st.download_button("Download the map (PNG)", lambda: map_png(values, image=dist, opacity=float(opacity)),
-                       file_name=f"lpips_map_{res.spec.metric}_{res.spec.net}_{layer}.png", mime="image/png",
-                       key="lab_png", on_click="ignore")
+    shown = _metrics_table(cfg, results, run, classic, chain, ref_name)
+    _where_from(cfg, {s: results[s] for s in shown}, dist)  # what the table shows, in its order
 
 
 lab()

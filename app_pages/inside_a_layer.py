@@ -18,18 +18,13 @@ from lpips_explorer.figures.layers import (
     zero_share_bars,
 )
 from lpips_explorer.toy_layer import toy_layer
+from ui.layer import breakdown
 
 TOP_K = 10
 #: The toy table's angle on the "mean of all nine" row, which has no single angle.
 NO_ANGLE = "—"
 ANGLE_HELP = ("The angle between the two unit vectors at that position; none on the mean row, since d_l averages "
               "the nine terms, not the angles.")
-
-
-@st.cache_data(show_spinner=False, max_entries=2)
-def breakdown(ref: np.ndarray, dist: np.ndarray, spec: str, _model):
-    """Every layer of one pair; one forward pass of the distorted image (the reference's is cached)."""
-    return layer_breakdown(_model, ref, dist)
 
 
 st.title("Inside a layer")
@@ -48,7 +43,10 @@ toy = toy_layer((1.0, w2))
 st.plotly_chart(toy_arrows(toy), key="ial_toy_arrows")
 st.caption("Blue: the reference's unit vectors; red: the distorted image's. Under each pair: the weighted "
            "term, and in grey the unweighted one (2 − 2 cos θ).")
-st.plotly_chart(toy_terms(toy), key="ial_toy_terms")
+# One panel per column: side by side on a laptop, one above the other on a phone (one colour scale).
+t1, t2 = st.columns(2)
+t1.plotly_chart(toy_terms(toy, panels=("weighted",)), key="ial_toy_terms")
+t2.plotly_chart(toy_terms(toy, panels=("unweighted",)), key="ial_toy_terms_unweighted")
 # One type per column: the angle as text, "—" on the mean row, which has no single angle (d_l averages
 # the nine terms, not the angles; 2 − 2 cos of the mean angle is not the mean term).
 numbers = pd.DataFrame([

@@ -12,10 +12,11 @@ import ui
 from lpips_core.caching import LRU, content_digest
 from lpips_core.spec import parse_specs
 from lpips_explorer import loss_lab
-from lpips_explorer.jobs import JobsBusy
+from lpips_explorer.runtime.jobs import JobsBusy
 from lpips_core.elpips import ELPIPS
 from lpips_explorer.figures.loss import enlarge, fooling_curves, fooling_ratios, loss_curves, sharpness_bars
 from lpips_core.images import load_image
+from ui.loss import sample as _sample
 
 BLUR_KEY, FOOL_KEY = "lal_blur", "lal_fool"
 KEEP = 4  # results kept per experiment in this session
@@ -54,24 +55,23 @@ def _run_buttons(kind: str) -> bool:
     return run
 
 
-def _progress(kind: str):
+def _progress(kind: str, per_round: int, limit: float):
     """A progress bar and its ``progress(done, total)`` callback (steps of every loss, in turn): the
-    steps done and, once some are, the time left at the pace so far; ``False`` once Stop was pressed."""
+    steps done and, once two rounds are, the time left at the pace measured after the first
+    (:class:`~lpips_explorer.loss_lab.TimeLeft`; "stops at the limit" when that comes first);
+    ``False`` once Stop was pressed."""
     bar = st.progress(0.0, text="Starting…")
     start = time.perf_counter()
+    clock: list[loss_lab.TimeLeft] = []  # made at the first report, which gives the total
 
     def report(done: int, total: int) -> bool:
-        text = f"Step {done} of {total} (every loss's steps, in turn)"
-        if done:
-            text += f" · about {(time.perf_counter() - start) / done * (total - done):.0f} s left"
+        if not clock:
+            clock.append(loss_lab.TimeLeft(start, total, per_round=per_round, limit=limit))
+        left = clock[0].text(done, time.perf_counter())
+        text = f"Step {done} of {total} (every loss's steps, in turn)" + (f" · {left}" if left else "")
         bar.progress(done / total if total else 1.0, text=text)
         return not st.session_state.get(f"{kind}_stopped", False)
     return bar, report
-
-
-@st.cache_data(show_spinner=False, max_entries=8)
-def _sample(name: str, side: int) -> np.ndarray:
-    return load_image(ui.SAMPLES_DIR / f"{name}.png", max_side=side).array
 
 
 def _caption(label: str, run) -> str:
@@ -151,7 +151,7 @@ key = (content_digest(ref), int(size), int(copies), int(max_shift), int(steps), 
 if _run_buttons(BLUR_KEY):
     try:
         with ui.heavy_job("This run"):  # one experiment at a time per server, whoever asks
-            bar, report = _progress(BLUR_KEY)
+            bar, report = _progress(BLUR_KEY, 1 + len(chosen), float(seconds))
             result = loss_lab.mse_blur_experiment(
                 ref, {k: models[k] for k in chosen}, size=int(size), copies=int(copies), max_shift=int(max_shift),
                 steps=int(steps), lr=b["lr"], seed=int(seed), max_seconds=float(seconds), progress=report)
@@ -252,7 +252,7 @@ fkey = (content_digest(ref), target_name, float(eps), int(fsize), int(fsteps), f
 if _run_buttons(FOOL_KEY):
     try:
         with ui.heavy_job("This run"):
-            bar, report = _progress(FOOL_KEY)
+            bar, report = _progress(FOOL_KEY, max(1, len(fchosen)), float(fseconds))
             chosen_models = {k: ELPIPS(vgg, seed=int(fseed)) if fool_models[k] == "elpips" else fool_models[k]
                              for k in fchosen}
             result = loss_lab.fooling_experiment(

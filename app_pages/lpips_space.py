@@ -18,24 +18,17 @@ import streamlit as st
 import ui
 from lpips_core.datasets.archive import dataset_folders
 from lpips_explorer.figures.maps import map_overlay
-from lpips_explorer.figures.space import image_strip, space_map
-from lpips_explorer.jobs import JobsBusy
-from lpips_explorer.space_view import analyse_set
+from lpips_explorer.figures.space import diversity_scale, image_strip, space_map
+from lpips_explorer.runtime.jobs import JobsBusy
+from lpips_explorer.space_view import analyse_set, group_diversity
 from ui import uploads
+from ui.diversity import reference_points
 from ui.uploads import demo_root, over_budget
+from ui.space import MAX_K, view
 
 SOURCES = ("Built-in demo set", "A zip of images")
 SIZES = ("native", 64, 128, 256)
 ZIP_ROOT = "sp_zip_root"
-MAX_K = 10
-
-
-@st.cache_data(show_spinner="Embedding every image once, then all pairs…", max_entries=6)
-def view(folder: str, spec_name: str, _model):
-    """The page's view of ``folder`` under ``spec_name`` (the model is the sidebar's, keyed by the spec)."""
-    from lpips_core.spec import parse_spec
-
-    return analyse_set(_model, folder, parse_spec(spec_name), k=MAX_K)
 
 
 def folder_from_zip() -> Path | None:
@@ -71,11 +64,33 @@ def pick_query(names: list[str]) -> None:
             return
 
 
+def for_scale(v, spec, model, is_demo: bool) -> None:
+    """The set's diversity among reference points under the same configuration: two sets made at
+    its working size (:func:`ui.diversity.reference_points`), the demo set's reference patches
+    (different photos) and the whole demo set: one bar each (HTML) and a caption that says what each is."""
+    h, w = v.input_size
+    refs = reference_points(spec.name, h, w, model)
+    demo = v if is_demo else view(str(demo_root()), spec.name, model)  # cached for every visitor
+    points = {**refs, "different photos": group_diversity(demo, "reference")}
+    this = "this set: the demo set" if is_demo else "this set"
+    if not is_demo:
+        points["the demo set"] = demo.stats["mean"]
+    points[this] = v.stats["mean"]
+    st.html(diversity_scale(points, this=this))
+    dh, dw = demo.input_size
+    st.caption(f"For scale, under the same configuration. Made here at {ui.size_text(w, h)}: six copies of one "
+               "image, each with its own faint noise (σ = 0.01: near-duplicates, close to 0), and six independent "
+               "noise images (LPIPS finds them alike: one texture). From the demo set "
+               f"({ui.size_text(dw, dh)}): its 12 reference patches, two from each of six photos (different "
+               "photos), and all 36 images (the demo set).")
+
+
 # --------------------------------------------------------------------------- the page
 st.title("LPIPS space")
 st.markdown(
-    "LPIPS is a squared distance between two embeddings: each image goes through the network **once**, and "
-    "every pair's distance comes from one matrix product. A whole set at once: its map, diversity and neighbours."
+    "A map of a set of images: each image is a point, close to the images LPIPS finds alike and far from "
+    "those it finds different. Below it, how varied the set is (its diversity, beside sets for scale), each "
+    "image's nearest images, and the set's closest and farthest pair."
 )
 c0, c1, c2 = st.columns([1.4, 1, 1])
 source = c0.radio("Images", SOURCES, key="sp_source")
@@ -112,12 +127,13 @@ names = v.names
 s = v.stats
 lo, hi = s["ci95"]
 m1, m2 = st.columns([1, 1.5])
-m1.metric("Diversity (mean LPIPS)", f"{s['mean']:.4f}")
-m2.metric("95 % interval", "—" if lo is None else f"{lo:.4f}–{hi:.4f}")
+m1.metric("Diversity (mean LPIPS)", ui.distance_text(s["mean"]))
+m2.metric("95 % interval", "—" if lo is None else f"{ui.distance_text(lo)}–{ui.distance_text(hi)}")
 st.caption(f"Over all {s['pairs']} pairs of {s['images']} images; {spec.name} at "
            f"{ui.size_text(v.input_size[1], v.input_size[0], labelled=True)}. Interval: jackknife over images (leave one image out), since pairs that share "
            "an image are not independent draws."
            + (f" {len(v.skipped)} unreadable file(s) left out." if v.skipped else ""))
+for_scale(v, spec, model, source == SOURCES[0])
 
 # ---- the map
 nearest = [(names[int(r[0])], float(dv[0])) for r, dv in zip(v.nn_index, v.nn_distance)]
@@ -128,7 +144,9 @@ st.subheader("The map")
 st.plotly_chart(space_map(v.xy, names, thumbnails=v.thumbs, groups=v.groups, nearest=nearest, highlight=query),
                 key="sp_map", on_select=lambda: pick_query(names), selection_mode="points")
 st.caption("Metric MDS (scikit-learn) of √LPIPS, the Euclidean distance between embeddings: close images lie "
-           "close. Hover a point for its name and nearest image; click one to make it the query.")
+           "close. Where thumbnails would cover each other they are moved apart, and a thin line leads from a "
+           "moved one to its point. Hover a thumbnail for its name and nearest image; click one to make it the "
+           "query.")
 
 # ---- query → nearest
 st.subheader("Nearest images")
@@ -136,9 +154,9 @@ st.selectbox("Query", names, key="sp_query")
 query = names.index(st.session_state["sp_query"])
 idx, dist = v.nn_index[query][:k], v.nn_distance[query][:k]
 st.plotly_chart(image_strip([v.thumbs[query]] + [v.thumbs[int(j)] for j in idx],
-                            ["query"] + [f"{r} · {dv:.4f}" for r, dv in enumerate(dist, start=1)],
+                            ["query"] + [f"{r} · {ui.distance_text(dv)}" for r, dv in enumerate(dist, start=1)],
                             hover=[names[query]] + [names[int(j)] for j in idx], height=170), key="sp_strip")
-st.caption("Nearest first: " + " · ".join(f"{r}. {ui.md_escape(names[int(j)])} ({dv:.4f})"
+st.caption("Nearest first: " + " · ".join(f"{r}. {ui.md_escape(names[int(j)])} ({ui.distance_text(dv)})"
                                          for r, (j, dv) in enumerate(zip(idx, dist), 1))
            + ". Equal distances (identical images) go by name; the same search as "
            "`python -m lpips_core neighbours DIR DIR`.")
@@ -150,7 +168,9 @@ for col, label in zip(cols, ("closest", "farthest")):
     p = v.pairs[label]
     with col:
         st.markdown(f"**{label.capitalize()}**: {ui.md_escape(names[p['i']])} and {ui.md_escape(names[p['j']])}, "
-                    f"LPIPS {p['d']:.4f}")
+                    f"LPIPS {ui.distance_text(p['d'])}")
         st.image([p["a"], p["b"]], caption=[ui.md_escape(names[p["i"]]), ui.md_escape(names[p["j"]])], width=120)
-        st.plotly_chart(map_overlay(p["b"], p["map"], title=f"spatial LPIPS (mean {p['map'].mean():.4f})",
+        # the pair's one number, written by the same function as in the sentence above (the map's own
+        # mean differs from it in the last digit: the layers' maps are upsampled to the image)
+        st.plotly_chart(map_overlay(p["b"], p["map"], title=f"spatial map · LPIPS {ui.distance_text(p['d'])}",
                                     height=280), key=f"sp_pair_{label}")

@@ -35,8 +35,8 @@ from lpips_core.images import DEFAULT_MAX_PIXELS
 from lpips_explorer import dataset_view as view
 from lpips_explorer.figures.datasets import distributions
 from lpips_explorer.figures.maps import map_overlay
-from lpips_explorer.jobs import JobsBusy
-from lpips_explorer.scratch import ScratchFull
+from lpips_explorer.runtime.jobs import JobsBusy
+from lpips_explorer.runtime.scratch import ScratchFull
 from ui import uploads
 from ui.uploads import demo_root
 from ui.uploads import replace_root as _replace_root
@@ -140,7 +140,7 @@ def scorer_for(names: tuple[str, ...]) -> Scorer:
     """A scorer of ``names`` on the app's cached models (one per metric, net and version, lin weights)."""
     specs = [s for s in map(parse_spec, names) if s.learned]
     return Scorer(names, device=ui.device_name(),
-                  models={(s.metric, s.net, s.version): model_of(s.model_spec.replace(lin=True)) for s in specs})
+                  models={Scorer.model_key(s): model_of(Scorer.model_key(s)) for s in specs})
 
 
 def run_scoring(dataset: dict, names: tuple[str, ...], mismatch: str) -> dict:
@@ -208,7 +208,8 @@ def run_explain(disc, reported: float, written: str | None, search_all: bool, ne
     models = {}
     for net in nets:
         for v in versions:
-            models[(net, v)] = model_of(MetricSpec("lpips", net=net, version=v, lin=True))
+            spec = MetricSpec("lpips", net=net, version=v, lin=True)
+            models[spec] = model_of(spec)
     bar = st.progress(0.0, text=f"Scoring {len(disc.pairs)} pairs under every configuration…")
     ex = explain(disc, reported, name=written or None, use_name=not search_all, nets=nets,
                  sizes=[None if s == "native" else s for s in sizes], mismatch=mismatch, models=models,
@@ -287,12 +288,11 @@ def explain_section(result: dict, signature: tuple) -> None:
     if ex["unavailable"]:
         st.caption("Not searched: " + "; ".join(f"{ui.NET_LABELS.get(k, k)} ({ui.md_escape(v)})"
                                                 for k, v in ex["unavailable"].items()))
-    c6, c7 = st.columns([3, 1])
-    box = c6.expander("Spec names (for --metrics)", key="ds_explain_specs", on_change="rerun")
+    box = st.expander("Spec names (for --metrics)", key="ds_explain_specs", on_change="rerun")
     with box:
         if box.open:
             st.code("\n".join(" = ".join(c["same"]) for c in ex["candidates"][:TOP]), language=None)
-    c7.download_button("Every configuration (JSON)", json.dumps(ex, indent=1).encode(), "explain.json",
+    st.download_button("Every configuration (JSON)", json.dumps(ex, indent=1).encode(), "explain.json",
                        "application/json", key="ds_explain_json")
 
 
@@ -368,7 +368,11 @@ st.caption("std: sample standard deviation (ddof = 1); 95 % CI: Student t interv
 
 st.subheader("Every pair")
 pairs = view.pairs_frame(result["runs"])
-st.dataframe(pairs, hide_index=True, key="ds_pairs")
+# The columns that matter first (which pair, then its numbers), the files and sizes after: a narrow
+# page scrolls the rest inside the grid. The CSV keeps the frame's own order.
+first = ["method", "key", *names]
+st.dataframe(pairs, hide_index=True, key="ds_pairs",
+             column_order=first + [c for c in pairs.columns if c not in first])
 st.plotly_chart(distributions(pairs, names), key="ds_dist")
 
 # ---- A vs B

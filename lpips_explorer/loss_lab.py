@@ -63,7 +63,7 @@ from lpips_core.protocol import LearnedMetric
 
 __all__ = [
     "BlurExperiment", "FoolingExperiment", "FoolingRun", "LIMITS", "LossRun", "MSE_LABEL", "PUBLISHED_FOOLING",
-    "Progress", "budget_text", "cosine", "defaults", "fooling_experiment", "highfreq_energy", "mse_blur_experiment",
+    "Progress", "TimeLeft", "budget_text", "cosine", "defaults", "fooling_experiment", "highfreq_energy", "mse_blur_experiment",
     "sharpness", "shifted_copies",
 ]
 
@@ -90,7 +90,9 @@ LIMITS: dict[str, tuple[float, float]] = {
 SETUP_CHUNK = 8
 
 #: Kettunen et al. (2019, §3.1, 30 OpenImages images): the ℓ2 distance their attack reached while
-#: the metric stayed within ε of the source, as a multiple of ε (mean ± standard error).
+#: the metric stayed within ε of the source, as a multiple of ε (mean ± standard error). Their
+#: attack, image sizes and ℓ2 normalisation are their own (and the attack much longer than
+#: :func:`fooling_experiment`'s): compare the order of the metrics, not the absolute ratios.
 PUBLISHED_FOOLING: dict[str, tuple[float, float]] = {"LPIPS-VGG": (16.2, 0.8), "LPIPS-SqueezeNet": (15.2, 0.7),
                                                      "E-LPIPS": (3.0, 0.2)}
 
@@ -326,6 +328,49 @@ def budget_text(experiment: "BlurExperiment | FoolingExperiment", what: str = "l
                    "compare these results with care.")
 
 
+class TimeLeft:
+    """The time an experiment has left, for its progress line, from the measured pace of its steps.
+
+    The set-up and the first round (every loss's first step, with each network's first passes)
+    are slower than the rest, so they are not counted: the pace is measured from the end of the
+    first round to the end of the last whole round (rounds, not single steps: the losses' steps
+    differ in cost, a pixel loss's step is far cheaper than a VGG16's). With ``limit``, the
+    experiment's time limit in seconds from ``start``: when the steps left at that pace would run
+    past it, the line says the run stops at the limit (which the experiment enforces) instead.
+
+    Args:
+        start: ``time.perf_counter()`` when the experiment started (its limit counts from there).
+        total: the steps of the whole experiment (every loss's, as ``progress(done, total)`` counts).
+        per_round: steps per round (the number of losses); ``limit``: seconds, or ``None``.
+
+    Times are passed in (:meth:`text` reads no clock), so the estimate is a pure function of them.
+    """
+
+    def __init__(self, start: float, total: int, *, per_round: int = 1, limit: float | None = None):
+        if per_round < 1 or total < 0:
+            raise ValueError(f"per_round must be ≥ 1 and total ≥ 0, got {per_round} and {total}")
+        self.start, self.total, self.per_round, self.limit = start, total, per_round, limit
+        self._first: tuple[int, float] | None = None  # (steps done, time) at the end of the first round
+        self._last: tuple[int, float] | None = None  # … at the end of the latest whole round after it
+
+    def text(self, done: int, now: float) -> str:
+        """``"about 42 s left"``, ``"stops at the 120 s limit, in about 30 s"``, or ``""`` while no
+        pace is measured yet (before the end of the second round) and once every step is done."""
+        if done and done % self.per_round == 0:  # the end of a round
+            if self._first is None:
+                self._first = (done, now)
+            elif done > self._first[0] and (self._last is None or done > self._last[0]):
+                self._last = (done, now)
+        if self._first is None or self._last is None or done >= self.total:
+            return ""
+        (d0, t0), (d1, t1) = self._first, self._last
+        left = (t1 - t0) / (d1 - d0) * (self.total - done)
+        elapsed = now - self.start
+        if self.limit is not None and elapsed + left > self.limit:
+            return f"stops at the {self.limit:g} s limit, in about {max(0.0, self.limit - elapsed):.0f} s"
+        return f"about {left:.0f} s left"
+
+
 # --------------------------------------------------------------------------- why MSE blurs
 @dataclass(frozen=True)
 class LossRun:
@@ -438,6 +483,33 @@ class _Descent:
         self.seconds += time.perf_counter() - t0
 
 
+def _blur_setup(losses: Mapping[str, object], x0: torch.Tensor, targets: torch.Tensor, lr: float, budget: _Budget,
+                total: int) -> tuple[dict[str, "_Descent"], Stop]:
+    """Each loss's optimisation, set up in turn (a learned loss's features of the fixed copies
+    ``targets`` ``(K, 3, H, W)``, timed), from ``x0`` ``(1, 3, H, W)``; why the set-up ended
+    (``"steps"``: all done, ``"time"``: the limit, every loss then starts and ends at ``x0``,
+    ``"cancelled"``)."""
+    descents: dict[str, _Descent] = {}
+    stopped: Stop = "steps"
+    for label, loss in losses.items():
+        if not budget.report(0, total):
+            return descents, "cancelled"
+        t0 = time.perf_counter()
+        x_start = x0
+        if label != MSE_LABEL:
+            dev = getattr(loss, "device", torch.device("cpu"))
+            x_start = x0.to(dev)
+            try:
+                loss = _distance_to(loss, targets.to(dev), budget.deadline)
+            except _OutOfTime:
+                stopped = "time"
+                break
+        descents[label] = _Descent(loss, x_start, lr, time.perf_counter() - t0)
+    if stopped == "time":  # no loss takes a step: all of them end where they start
+        descents.update((label, _Descent(loss, x0, lr, 0.0)) for label, loss in losses.items() if label not in descents)
+    return descents, stopped
+
+
 def mse_blur_experiment(
     reference: np.ndarray,
     models: Mapping[str, object],
@@ -496,26 +568,8 @@ def mse_blur_experiment(
             raise ValueError(f"{MSE_LABEL!r} is the pixel loss's label; give the model another one")
         losses[label] = model
     labels = list(losses)
-    descents: dict[str, _Descent] = {}
-    stopped: Stop = "steps"
     total = steps * len(labels)
-    for label in labels:  # set-up: each learned loss's features of the fixed copies
-        if not budget.report(0, total):
-            stopped = "cancelled"
-            break
-        t0 = time.perf_counter()
-        loss, x_start = losses[label], x0
-        if label != MSE_LABEL:
-            dev = getattr(loss, "device", torch.device("cpu"))
-            x_start = x0.to(dev)
-            try:
-                loss = _distance_to(loss, targets.to(dev), budget.deadline)
-            except _OutOfTime:
-                stopped = "time"
-                break
-        descents[label] = _Descent(loss, x_start, lr, time.perf_counter() - t0)
-    if stopped == "time":  # no loss takes a step: all of them end where they start
-        descents.update((label, _Descent(losses[label], x0, lr, 0.0)) for label in labels if label not in descents)
+    descents, stopped = _blur_setup(losses, x0, targets, lr, budget, total)
     rounds = _Rounds(steps, budget)
     if stopped == "steps":
         stopped = rounds.run(labels, total, lambda label, rate: descents[label].step(rate), lr)
@@ -685,6 +739,47 @@ class _Attack:
                           len(self.ds), self.seconds, stopped, cut)
 
 
+def _fooling_setup(models: Mapping[str, object], src: torch.Tensor, tgt: torch.Tensor, *, eps: float,
+                   check_samples: int, seed: int, budget: _Budget, total: int) -> tuple[dict[str, _Attack], Stop]:
+    """Each metric's attack, set up in turn (its features of the source ``(1, 3, H, W)``, one timed
+    check; ELPIPS reseeded), and why the set-up ended (``"steps"``: all done, ``"time"``, ``"cancelled"``)."""
+    attacks: dict[str, _Attack] = {}
+    for label, model in models.items():
+        if not budget.report(0, total):
+            return attacks, "cancelled"
+        if not budget.room_for(0.0):
+            return attacks, "time"
+        if isinstance(model, ELPIPS):
+            model.reseed(seed)
+        dev = getattr(model, "device", torch.device("cpu"))
+        attacks[label] = _Attack(model, src.to(dev), tgt.to(dev), eps=eps, check_samples=check_samples,
+                                 seed=seed + 1)
+    return attacks, "steps"
+
+
+def _source_run(model, src: torch.Tensor, tgt: torch.Tensor) -> FoolingRun:
+    """The run of a metric that took no step (the set-up used the time): the source itself."""
+    s, t = src.to(getattr(model, "device", "cpu")), tgt.to(getattr(model, "device", "cpu"))
+    return FoolingRun(_np(s), 0.0, 0.0, 0.0, 0.0, _rms(s, t), [], [], 0.0, 0, 0.0, "time")
+
+
+def _attack_in_rounds(attacks: dict[str, _Attack], labels: Sequence[str], *, steps: int, step_size: float,
+                      budget: _Budget, total: int, stopped: Stop) -> tuple[dict[str, FoolingRun], Stop]:
+    """Round after round, every metric's step in turn (while ``stopped`` is ``"steps"``; the time
+    left must also hold every final check), then each attack's final check: the runs and why the
+    steps ended."""
+    reserve = sum((1 + HALVINGS) * a.check_seconds for a in attacks.values())
+    rounds = _Rounds(steps, budget)
+    if stopped == "steps":
+        stopped = rounds.run(labels, total, lambda label, rate: attacks[label].step(rate), step_size, reserve)
+    runs: dict[str, FoolingRun] = {}
+    for label, attack in attacks.items():
+        if stopped != "cancelled" and not budget.report(rounds.done * len(labels), total):
+            stopped = "cancelled"
+        runs[label] = attack.finish(budget, stopped)
+    return runs, stopped
+
+
 def fooling_experiment(
     source: np.ndarray,
     target: np.ndarray,
@@ -729,10 +824,6 @@ def fooling_experiment(
     set-up, ``1 + HALVINGS`` checks each), so a limit that stops the attack leaves every metric
     with the same number of steps (``stopped="time"``).
 
-    Kettunen et al. (2019) report ``l2 / eps`` of 16.2 ± 0.8 for LPIPS-VGG and 3.0 ± 0.2 for
-    E-LPIPS (:data:`PUBLISHED_FOOLING`) with their own, much longer attack, image sizes and ℓ2
-    normalisation: compare the order of the metrics, not the absolute ratios.
-
     Args:
         source, target: ``(H, W, 3)`` float in ``[0, 1]`` (centre squares resized to ``size``).
         models: label → a metric (``input_range`` and a differentiable ``model(x, y) → (N,)``).
@@ -756,37 +847,14 @@ def fooling_experiment(
     pull0 = float(((src - tgt) ** 2).mean())
     if pull0 == 0:
         raise ValueError("source and target are the same image: there is nowhere to go")
-    labels = list(models)
-    attacks: dict[str, _Attack] = {}
-    stopped: Stop = "steps"
-    total = steps * len(labels)
-    for label in labels:  # set-up: each metric's features of the source, one timed check
-        if not budget.report(0, total):
-            stopped = "cancelled"
-            break
-        if not budget.room_for(0.0):
-            stopped = "time"
-            break
-        model = models[label]
-        if isinstance(model, ELPIPS):
-            model.reseed(seed)
-        dev = getattr(model, "device", torch.device("cpu"))
-        attacks[label] = _Attack(model, src.to(dev), tgt.to(dev), eps=eps, check_samples=check_samples,
-                                 seed=seed + 1)
-    runs: dict[str, FoolingRun] = {}
+    total = steps * len(models)
+    attacks, stopped = _fooling_setup(models, src, tgt, eps=eps, check_samples=check_samples, seed=seed, budget=budget,
+                                      total=total)
     if stopped == "time":  # the set-up used the time: no metric takes a step, each keeps the source
-        for label in labels:
-            s, t = src.to(getattr(models[label], "device", "cpu")), tgt.to(getattr(models[label], "device", "cpu"))
-            runs[label] = FoolingRun(_np(s), 0.0, 0.0, 0.0, 0.0, _rms(s, t), [], [], 0.0, 0, 0.0, "time")
-        attacks = {}
-    reserve = sum((1 + HALVINGS) * a.check_seconds for a in attacks.values())
-    rounds = _Rounds(steps, budget)
-    if stopped == "steps":
-        stopped = rounds.run(labels, total, lambda label, rate: attacks[label].step(rate), step_size, reserve)
-    for label, attack in attacks.items():
-        if stopped != "cancelled" and not budget.report(rounds.done * len(labels), total):
-            stopped = "cancelled"
-        runs[label] = attack.finish(budget, stopped)
+        runs = {label: _source_run(model, src, tgt) for label, model in models.items()}
+    else:
+        runs, stopped = _attack_in_rounds(attacks, list(models), steps=steps, step_size=step_size, budget=budget,
+                                          total=total, stopped=stopped)
     budget.report(total, total)
     settings = dict(eps=eps, size=size, steps=steps, step_size=step_size, check_samples=check_samples, seed=seed,
                     max_seconds=max_seconds)

@@ -8,6 +8,9 @@ and farthest pairs, thumbnails.
 - :func:`extreme_pairs`: the closest and the farthest pair of distinct images.
 - :func:`thumbnail`: a small PNG data URI of an image, for the map and the strips.
 - :func:`analyse_set`: all of it for one folder (one embedding, one distance matrix).
+- :func:`reference_diversity`: the diversity of two sets made here, for scale beside a set's own
+  (:data:`REFERENCE_SETS`): one image with faint noise (near-duplicates: close to 0) and
+  independent noise images; :func:`group_diversity`: one folder's diversity within a view.
 """
 
 from __future__ import annotations
@@ -19,7 +22,12 @@ import numpy as np
 
 from lpips_explorer.figures.maps import png_data_uri
 
-__all__ = ["SpaceView", "analyse_set", "extreme_pairs", "map_coordinates", "thumbnail"]
+__all__ = ["REFERENCE_SETS", "SpaceView", "analyse_set", "extreme_pairs", "group_diversity", "map_coordinates",
+           "reference_diversity", "reference_images", "set_diversity", "thumbnail"]
+
+#: The sets :func:`reference_diversity` makes, by name: near-duplicates of one image (a synthetic
+#: texture, each copy with its own Gaussian noise of σ = 0.01), and independent uniform noise images.
+REFERENCE_SETS = ("one image, faint noise", "independent noise")
 
 
 def map_coordinates(d: np.ndarray, *, seed: int = 0) -> np.ndarray:
@@ -157,3 +165,55 @@ def analyse_set(model, folder, spec, *, k: int = 10, max_images: int = 400, memo
     groups = [n.split("/", 1)[0] if "/" in n else "" for n in emb.names]
     return SpaceView(list(emb.names), groups, d, stats, map_coordinates(d), thumbs, nn.indices, nn.distances,
                      pairs, emb.spec_name, emb.manifest["input_size"], emb.skipped)
+
+
+# --------------------------------------------------------------------------- diversity for scale
+def reference_images(hw: tuple[int, int], *, n: int = 6, seed: int = 0) -> dict[str, list[np.ndarray]]:
+    """The two sets of :data:`REFERENCE_SETS`, ``n`` images each of ``hw`` = ``(H, W)``, ``(H, W, 3)``
+    float32 in ``[0, 1]``, seeded (the same ``hw`` and ``seed`` give the same images)."""
+    from lpips_explorer.synth import texture_patch
+
+    h, w = (int(v) for v in hw)
+    if h < 1 or w < 1 or n < 2:
+        raise ValueError(f"need a size of at least 1×1 px and n ≥ 2, got {hw} and {n}")
+    rng = np.random.default_rng(seed)
+    base = texture_patch(seed, size=max(h, w))[:h, :w]
+    near = [np.clip(base + 0.01 * rng.standard_normal(base.shape), 0, 1).astype(np.float32) for _ in range(n)]
+    noise = [rng.random((h, w, 3)).astype(np.float32) for _ in range(n)]
+    return dict(zip(REFERENCE_SETS, (near, noise)))
+
+
+def set_diversity(model, spec, images, *, batch_pixels: int = 1 << 19) -> float:
+    """The mean LPIPS over all pairs of ``images`` (``(H, W, 3)`` in ``[0, 1]``, one size) under
+    ``spec``'s input convention and working size; the pairs go through the model in batches of at
+    most ``batch_pixels`` pixels per side of the pair (bounded memory at any size)."""
+    import torch
+
+    from lpips_core import metric_registry
+    from lpips_core.conventions import resize, to_tensor
+
+    if len(images) < 2:
+        raise ValueError(f"a diversity needs at least 2 images, got {len(images)}")
+    opts = dict(convention=spec.convention, grayscale=spec.grayscale, device=model.device)
+    x = torch.cat([metric_registry.prepare_input(spec.metric, resize(to_tensor(im), spec.size)[0].permute(1, 2, 0)
+                                                 .numpy(), **opts) for im in images])
+    i, j = np.triu_indices(len(images), 1)
+    step = max(1, batch_pixels // (x.shape[-2] * x.shape[-1]))
+    with torch.inference_mode():
+        d = torch.cat([model(x[i[k:k + step]], x[j[k:k + step]]) for k in range(0, len(i), step)])
+    return float(d.double().mean())
+
+
+def reference_diversity(model, spec, hw: tuple[int, int], *, n: int = 6, seed: int = 0) -> dict[str, float]:
+    """Each set of :func:`reference_images` at ``hw`` → its diversity (:func:`set_diversity`) under
+    ``spec``: where a set's own diversity sits between near-duplicates (close to 0) and noise."""
+    return {name: set_diversity(model, spec, images) for name, images in reference_images(hw, n=n, seed=seed).items()}
+
+
+def group_diversity(view: SpaceView, group: str) -> float:
+    """The mean distance over the pairs of ``view``'s images in ``group`` (their top folder)."""
+    rows = [i for i, g in enumerate(view.groups) if g == group]
+    if len(rows) < 2:
+        raise ValueError(f"the group {group!r} has {len(rows)} image(s); a diversity needs at least 2")
+    sub = np.asarray(view.d)[np.ix_(rows, rows)]
+    return float(sub[np.triu_indices(len(rows), 1)].mean())

@@ -13,7 +13,7 @@ import math
 import numbers
 from typing import Sequence
 
-__all__ = ["SIZE_LABEL", "plotly_escape", "significant", "signed", "size_hw", "size_text"]
+__all__ = ["SIZE_LABEL", "distance_text", "plotly_escape", "significant", "signed", "size_hw", "size_text"]
 
 #: What the two numbers of a size are, in the order :func:`size_text` writes them.
 SIZE_LABEL = "width×height"
@@ -77,6 +77,21 @@ def significant(value: float, digits: int = 2) -> str:
     text = f"{value:.{digits}g}"
     mantissa, e, exponent = text.partition("e")
     return f"{mantissa}e{int(exponent)}" if e else text
+
+
+def distance_text(value: float) -> str:
+    """A distance (an LPIPS value, a diversity) as the app writes it wherever it shows one: four
+    decimals, ``"0.7614"``. One function for every place, so that the same number shown twice
+    (a pair's LPIPS in a sentence and in its map's title) agrees to the last digit;
+    ``"n/a"`` for ``None`` or NaN.
+
+    Example:
+        >>> distance_text(1.19113), distance_text(0.0)
+        ('1.1911', '0.0000')
+    """
+    if value is None or math.isnan(value):
+        return "n/a"
+    return f"{value:.4f}"
 
 
 def signed(value: float, digits: int = 1, *, unit: str = "") -> str:

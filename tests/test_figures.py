@@ -386,6 +386,17 @@ def test_shift_blur_ratios_one_log_axis_and_highlight():
         lessons.shift_blur_ratios({"x": 0.0})
 
 
+def test_shift_blur_ratio_labels_keep_clear_of_the_line_at_1():
+    """A bar that ends just left of the dashed line at 1 (×0.62) has its label after the line, not
+    across it; a bar far from the line, or past it, keeps its label right after the bar."""
+    bars = lessons.shift_blur_ratios({"MSE": 1.6, "near": 0.62, "far": 0.013})
+    one = bars.position(1.0)
+    assert bars.position(0.62) < one < bars.position(0.62) + lessons.LABEL_ROOM
+    assert bars.label_at(0.62) == one
+    assert bars.label_at(0.013) == bars.position(0.013) and bars.label_at(1.6) == bars.position(1.6)
+    assert f"left:calc({one:.3f}% + 0.3rem)" in bars.html  # the near bar's label, after the line
+
+
 def test_block_mean_averages_blocks_and_edges():
     a = np.arange(5 * 6, dtype=float).reshape(5, 6)
     out = lessons.block_mean(a, 3)  # k = 2: blocks of 2×2, the last row holds one row of pixels

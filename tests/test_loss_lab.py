@@ -234,6 +234,29 @@ def test_budget_text_names_the_losses_that_got_fewer_steps(photo):
                                                  "(of 3 asked): compare these results with care.")
 
 
+def test_time_left_comes_from_the_pace_after_the_first_round():
+    """Two losses per round, 20 steps in all (10 rounds), a set-up of 30 s and a slow first round:
+    no estimate until the pace is measured over a whole round after the first; then the steps left
+    at that pace, never the set-up's or the first round's; "stops at the limit" when the limit
+    comes first; nothing once every step is done."""
+    clock = L.TimeLeft(100.0, 20, per_round=2, limit=None)
+    assert clock.text(0, 130.0) == ""  # the set-up: 30 s
+    assert clock.text(1, 135.0) == ""  # the first round, slow: 10 s
+    assert clock.text(2, 140.0) == ""  # its end: the clock starts
+    assert clock.text(3, 140.5) == ""  # inside the second round
+    assert clock.text(4, 141.0) == "about 8 s left"  # 1 s a round = 0.5 s a step, 16 steps left
+    assert clock.text(5, 141.9) == "about 8 s left"  # mid-round: the last whole round's pace, 15 steps
+    assert clock.text(6, 142.0) == "about 7 s left"
+    assert clock.text(20, 149.0) == ""
+    limited = L.TimeLeft(100.0, 20, per_round=2, limit=45.0)
+    for done, now in ((0, 130.0), (2, 140.0), (4, 142.0)):
+        text = limited.text(done, now)
+    assert text == "stops at the 45 s limit, in about 3 s"  # 1 s a step × 16 > the 3 s left
+    assert L.TimeLeft(0.0, 4, per_round=1, limit=60.0).text(1, 1.0) == ""
+    with pytest.raises(ValueError, match="per_round"):
+        L.TimeLeft(0.0, 10, per_round=0)
+
+
 def test_progress_is_reported_and_can_stop(photo):
     seen = []
 

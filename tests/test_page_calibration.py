@@ -41,7 +41,7 @@ def test_page_shows_the_mechanics_before_any_run(app):
     at = _open(app)
     mech = C.mechanics()
     metrics = {m.label: m.value for m in at.metric}
-    assert metrics["Share of the map in the noised quadrant"] == f"{mech.quadrant.share:.2f}" == "0.83"
+    assert metrics["Share in the quadrant"] == f"{mech.quadrant.share:.2f}" == "0.83"
     assert metrics["Scalar distance"] == f"{mech.quadrant.scalar:.4f}"
     table = _table(at, "noise s=0.05")
     assert list(table.index) == list(C.MECHANICS_ROWS)

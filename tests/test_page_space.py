@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import zipfile
 
 import numpy as np
@@ -64,7 +65,16 @@ def test_demo_set_map_number_and_neighbours(app, expected):
     assert f"**Closest**: {md_escape(names[lo_pair[0]])} and {md_escape(names[lo_pair[1]])}, LPIPS {d[lo_pair]:.4f}" \
         in text
     pair_maps = [json.loads(c.proto.spec) for c in at.get("plotly_chart")[2:]]
-    assert pair_maps[0]["layout"]["title"]["text"] == f"spatial LPIPS (mean {d[lo_pair]:.4f})"
+    # the map's title and the sentence write the pair's one number with the same function: they agree
+    assert pair_maps[0]["layout"]["title"]["text"] == f"spatial map · LPIPS {d[lo_pair]:.4f}"
+    hi_pair = (iu[0][np.argmax(d[iu])], iu[1][np.argmax(d[iu])])
+    assert f"LPIPS {d[hi_pair]:.4f}" in text and pair_maps[1]["layout"]["title"]["text"].endswith(f"{d[hi_pair]:.4f}")
+    # the diversity beside its reference points: near-duplicates lowest, this set (the demo) among them
+    scale = " ".join(h.proto.body for h in at.get("html") if "sp-diversity-scale" in h.proto.body)
+    labels = re.findall(r'data-label="([^"]+)" data-value="([^"]+)"', scale)
+    assert [name for name, _ in labels] == ["one image, faint noise", "independent noise", "different photos",
+                                             "this set: the demo set"]
+    assert float(labels[-1][1]) == pytest.approx(stats["mean"]) and float(labels[0][1]) < 0.02
 
 
 def _zip(members: dict[str, bytes]) -> bytes:

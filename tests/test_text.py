@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from lpips_explorer.text import SIZE_LABEL, significant, signed, size_hw, size_text
+from lpips_explorer.text import SIZE_LABEL, distance_text, significant, signed, size_hw, size_text
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -68,12 +68,26 @@ def test_significant_keeps_small_values_readable(value, text):
         significant(1.0, 0)
 
 
+@pytest.mark.parametrize("value, text", [
+    (1.19113, "1.1911"), (0.76137, "0.7614"), (0.0, "0.0000"), (2.0, "2.0000"), (float("nan"), "n/a"), (None, "n/a"),
+])
+def test_distance_text_writes_every_distance_the_same_way(value, text):
+    assert distance_text(value) == text
+
+
+def test_the_space_page_writes_its_distances_through_one_function():
+    """LPIPS space shows a pair's LPIPS in a sentence and in its map's title, and the diversity in a
+    metric and on its scale: each through distance_text, never an f-string's own ``:.4f``."""
+    page = (REPO / "app_pages" / "lpips_space.py").read_text()
+    assert ":.4f}" not in page and page.count("distance_text(") >= 6
+
+
 def test_the_pages_get_the_same_functions_and_a_lossless_image_url():
     import ui
     import ui.text
 
     assert ui.text.size_text is size_text and ui.size_hw is size_hw and ui.signed is signed
-    assert ui.significant is significant
+    assert ui.significant is significant and ui.distance_text is distance_text
     img = np.random.default_rng(0).random((5, 7, 3)).astype(np.float32)
     url = ui.png_data_url(img)
     assert url.startswith("data:image/png;base64,")

@@ -13,6 +13,8 @@
 - :mod:`ui.sessions`: folders a session owns (deleted when it ends) and the server's heavy-job slots.
 - :mod:`ui.study_client`: the class study's student page in the browser (the answer guard, the
   kept token) and its frame (:func:`ui.study_client.student_frame`).
+- :mod:`ui.layout`: style rules that keep Streamlit's multiselect chips and uploader line whole.
+- :mod:`ui.diversity`: the reference sets' diversities that LPIPS space shows a set's own beside.
 
 Pages import what they use from here (``import ui``; ``ui.reference()``, ``ui.md_escape(...)``).
 All computation happens in ``lpips_core``. The names are loaded on first use, so that
@@ -38,7 +40,7 @@ _EXPORTS: dict[str, str] = {
                      "start_warm_up"), "models"),
     **dict.fromkeys(("apply_chain", "current_pair", "init_state", "reference", "sample_names", "set_reference",
                      "working_side"), "pair"),
-    **dict.fromkeys(("NET_LABELS", "chain_key", "chain_label", "fmt", "md_escape", "md_frame", "plotly_escape",
+    **dict.fromkeys(("NET_LABELS", "chain_key", "chain_label", "distance_text", "fmt", "md_escape", "md_frame", "plotly_escape",
                      "png_data_url", "significant", "signed", "size_hw", "size_text", "verdict"), "text"),
     **dict.fromkeys(("extras_picker", "reference_picker", "sidebar"), "widgets"),
 }

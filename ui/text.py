@@ -14,7 +14,8 @@ from typing import Any, Sequence
 # The one way the app writes sizes ("256×170 px (width×height)") and signed or small numbers; defined
 # with the lessons, whose diagnostics write them too (they may not import ui).
 from lpips_core.metric_registry import NET_LABELS  # noqa: F401  (the backbones' names, in the sidebar's order)
-from lpips_explorer.text import SIZE_LABEL, plotly_escape, significant, signed, size_hw, size_text  # noqa: F401
+from lpips_explorer.text import (SIZE_LABEL, distance_text, plotly_escape, significant, signed, size_hw,  # noqa: F401
+                                 size_text)
 
 # Every ASCII punctuation character may be backslash-escaped in CommonMark, and renders as itself.
 # Streamlit's Markdown also reads `:red[...]` and emoji shortcodes (so `:` is escaped) and turns

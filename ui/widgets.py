@@ -12,6 +12,7 @@ from . import state
 from lpips_core import metric_registry
 from lpips_core.spec import MetricSpec, parse_spec
 
+from .layout import layout_css
 from .choices import (DEFAULT_SAMPLE, DEFAULT_SPEC, DEFAULT_WORKING_SIDE, EXTRA_SPECS, SYNTHETIC, UPLOAD_TYPES,
                       WORKING_SIDES, default_extras, upload_key)
 from .models import availability, device_name, sidebar_spec
@@ -52,6 +53,7 @@ def sidebar() -> None:
     sb.caption(f"Device: **{md_escape(device_name())}** · Weights: {md_escape(source) if ok else 'unavailable'}")
     with sb.expander("Reference image", expanded=False):
         reference_picker()
+    layout_css()  # Streamlit's multiselect chips and uploader line wrap instead of being cut (every page)
 
 
 def _current(options, key: str, fallback):

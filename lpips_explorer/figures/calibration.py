@@ -12,7 +12,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from lpips_explorer.calibration import Accuracy, QuadrantCheck, RealLPIPSResult, StandInResult, TwoAFCResult
-from lpips_explorer.figures.maps import MAP_COLORSCALE
+from lpips_explorer.figures.maps import LEGEND_BELOW, MAP_COLORSCALE
 
 __all__ = ["SUBSETS", "fitted_weights", "quadrant_map", "training_loss", "twoafc_bars", "twoafc_rows"]
 
@@ -35,7 +35,8 @@ def twoafc_bars(result: TwoAFCResult, real: Mapping[str, RealLPIPSResult] | None
                 height: int = 420) -> go.Figure:
     """Grouped bars: one group per row of :func:`twoafc_rows`, one trace per subset (all, noise, DCT).
 
-    A dotted line marks chance (0.5) and a dashed one L2's overall score.
+    A dotted line marks chance (0.5) and a dashed one L2's overall score. The legend is below the
+    chart (the toolbar that appears on hover is at its top) and the title short enough for a phone.
     """
     rows = twoafc_rows(result, real)
     labels = list(rows)
@@ -53,15 +54,16 @@ def twoafc_bars(result: TwoAFCResult, real: Mapping[str, RealLPIPSResult] | None
     n_test = result.settings.get("n_test", len(result.test_kind))
     fig.update_layout(
         barmode="group", height=height, margin=dict(l=10, r=10, t=40, b=10),
-        title=f"Toy 2AFC on {n_test} test triplets: agreement with the constructed answers",
-        yaxis=dict(title="2AFC score", range=[0, 1]), xaxis=dict(tickangle=-35),
-        legend=dict(orientation="h", yanchor="bottom", y=1.0, x=1.0, xanchor="right"),
+        title=f"Toy 2AFC on {n_test} test triplets",
+        yaxis=dict(title="agreement (2AFC score)", range=[0, 1]), xaxis=dict(tickangle=-35),
+        legend=LEGEND_BELOW,
     )
     return fig
 
 
 def quadrant_map(check: QuadrantCheck, *, colorscale=MAP_COLORSCALE, height: int = 380) -> go.Figure:
-    """The stand-in's spatial distance map for noise added to one quadrant, quadrant outlined.
+    """The stand-in's spatial distance map for noise added to one quadrant, quadrant outlined
+    (dashed); the title says how much of the map lies in it, short enough for a third of a laptop's page.
 
     ``colorscale`` defaults to the maps' explicit-stop Inferno (see :mod:`lpips_explorer.figures.maps`).
     """
@@ -75,7 +77,7 @@ def quadrant_map(check: QuadrantCheck, *, colorscale=MAP_COLORSCALE, height: int
                   line=dict(color="cyan", width=2, dash="dash"))
     fig.update_layout(
         height=height, margin=dict(l=10, r=10, t=40, b=10),
-        title=f"Spatial map: {check.share:.0%} of it lies in the noised quadrant (dashed)",
+        title=dict(text=f"{check.share:.0%} in the dashed quadrant", font_size=15),
         yaxis=dict(autorange="reversed", scaleanchor="x", constrain="domain"),
         xaxis=dict(constrain="domain"),
     )
@@ -83,7 +85,8 @@ def quadrant_map(check: QuadrantCheck, *, colorscale=MAP_COLORSCALE, height: int
 
 
 def fitted_weights(standin: StandInResult, *, height: int = 320) -> go.Figure:
-    """The fitted lin weights of one stand-in, channel by channel, one colour (trace) per layer."""
+    """The fitted lin weights of one stand-in, channel by channel, one colour (trace) per layer (the
+    legend, with each layer's share of zero weights, below the chart)."""
     fig = go.Figure()
     start = 0
     for i, (w, zero) in enumerate(zip(standin.weights, standin.zero_fraction)):
@@ -97,8 +100,9 @@ def fitted_weights(standin: StandInResult, *, height: int = 320) -> go.Figure:
     fig.add_hline(y=1.0, line_dash="dot", line_color="grey", annotation_text="start (w = 1)")
     fig.update_layout(
         height=height, margin=dict(l=10, r=10, t=40, b=10), bargap=0,
-        title=f"Stand-in net {standin.seed}: fitted channel weights (all start at 1, kept ≥ 0)",
-        xaxis=dict(title="channel (layers concatenated)"), yaxis=dict(title="weight"),
+        title=f"Net {standin.seed}: fitted channel weights",
+        xaxis=dict(title="channel (layers concatenated)"), yaxis=dict(title="weight (kept ≥ 0)"),
+        legend=LEGEND_BELOW,
     )
     return fig
 

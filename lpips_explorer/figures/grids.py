@@ -15,7 +15,7 @@ import plotly.graph_objects as go
 
 from lpips_core.spec import MetricSpec
 from lpips_core.sweeps import GridCell
-from lpips_explorer.figures.maps import plotly_scale
+from lpips_explorer.figures.maps import LEGEND_BELOW, plotly_scale
 
 RowLabel = Callable[[MetricSpec], str]
 
@@ -99,5 +99,7 @@ def size_curves(cells: Sequence[GridCell], *, row_label: RowLabel | None = None,
                                  hovertemplate=f"{name} at %{{x}}: {value_name} %{{y:.4f}}<extra></extra>"))
     fig.update_xaxes(type="category", categoryorder="array", categoryarray=sizes, title_text="size scored at")
     fig.update_yaxes(title_text=value_name, rangemode="tozero")
-    fig.update_layout(height=height, margin=dict(l=10, r=10, t=10, b=10))
+    # the legend below the chart: at its top right the toolbar that appears on hover would cover it
+    fig.update_layout(height=height, margin=dict(l=10, r=10, t=10, b=10),
+                      legend=LEGEND_BELOW)
     return fig

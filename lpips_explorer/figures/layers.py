@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from lpips_explorer.toy_layer import ToyLayer
-from lpips_explorer.figures.maps import plotly_scale
+from lpips_explorer.figures.maps import LEGEND_BELOW, plotly_scale
 
 __all__ = [
     "HIGHLIGHT_NAME",
@@ -81,25 +81,31 @@ def toy_arrows(toy: ToyLayer) -> go.Figure:
                      title_text="channel 1 →")
     fig.update_yaxes(range=[-0.4, 3 * TOY_SPACING - 0.2], showticklabels=False, showgrid=False, zeroline=False,
                      scaleanchor="x", title_text="channel 2 →")
-    fig.update_layout(height=520, margin=dict(l=10, r=10, t=30, b=10),
-                      legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0))
+    fig.update_layout(height=520, margin=dict(l=10, r=10, t=10, b=10),
+                      legend=LEGEND_BELOW)
     return fig
 
 
-def toy_terms(toy: ToyLayer) -> go.Figure:
-    """The toy layer's per-position terms: weighted (left) and unweighted (right) heatmaps.
+def toy_terms(toy: ToyLayer, *, panels: Sequence[str] = ("weighted", "unweighted")) -> go.Figure:
+    """The toy layer's per-position terms: the weighted and the unweighted heatmaps, side by side.
 
-    ``z`` of the two ``go.Heatmap`` traces are ``toy.terms`` and ``toy.terms_unweighted``;
-    the subplot titles carry the two spatial means (``d_l``).
+    ``panels`` picks them (``"weighted"``, ``"unweighted"``, in the order given): a page that
+    shows each in its own column (stacked on a phone) asks for one at a time. ``z`` of each
+    ``go.Heatmap`` trace is ``toy.terms`` or ``toy.terms_unweighted``, on one shared colour scale
+    (the colour bar on the unweighted panel); the panel titles carry the two spatial means
+    (``d_l``), short enough for half a laptop's page.
     """
-    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.08, subplot_titles=[
-        f"weighted, w = ({toy.w[0]:g}, {toy.w[1]:g}): mean d_l = {toy.d_l:.3f}",
-        f"unweighted: mean = {toy.d_l_unweighted:.3f}",
-    ])
+    known = {"weighted": ("weighted term", toy.terms, f"weighted: d_l = {toy.d_l:.3f}"),
+             "unweighted": ("unweighted term", toy.terms_unweighted, f"unweighted: mean {toy.d_l_unweighted:.3f}")}
+    if not panels or any(p not in known for p in panels):
+        raise ValueError(f"panels must name some of {list(known)}, got {list(panels)}")
+    fig = make_subplots(rows=1, cols=len(panels), horizontal_spacing=0.2,
+                        subplot_titles=[known[p][2] for p in panels])
     top = float(max(toy.terms.max(), toy.terms_unweighted.max()))
-    for k, (name, z) in enumerate((("weighted term", toy.terms), ("unweighted term", toy.terms_unweighted)), 1):
+    for k, p in enumerate(panels, 1):
+        name, z, _ = known[p]
         fig.add_trace(go.Heatmap(
-            z=z, zmin=0, zmax=top, colorscale=plotly_scale("Inferno"), showscale=k == 2, name=name,
+            z=z, zmin=0, zmax=top, colorscale=plotly_scale("Inferno"), showscale=p == "unweighted", name=name,
             text=np.vectorize(lambda v: f"{v:.3f}")(z), texttemplate="%{text}",
             hovertemplate="row %{y}, col %{x}: %{z:.4f}<extra>" + name + "</extra>",
         ), row=1, col=k)

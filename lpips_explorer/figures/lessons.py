@@ -16,7 +16,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from lpips_explorer.figures.maps import plotly_scale
+from lpips_explorer.figures.maps import LEGEND_BELOW, plotly_scale
 
 __all__ = ["BAR_COLOUR", "EXTRA_ROWS", "HIGHLIGHT_COLOUR", "METRIC_ROWS", "RATIO_AXIS_TITLE", "RatioBars", "block_mean", "layer_maps_by_shift", "layer_ratio_curves", "pixel_grid",
            "shift_blur_ratios", "sweep_curves"]
@@ -34,12 +34,18 @@ def _finite_or_none(values: Sequence[float]) -> list[float | None]:
     return [float(v) if v is not None and math.isfinite(float(v)) else None for v in values]
 
 
+def _cell_text(value: float, spec: str) -> str:
+    """``value`` in the format ``spec`` without its leading zero: ``.25``, ``-.5``, ``0``, ``1``."""
+    text = format(value, spec)
+    return text.replace("0.", ".", 1) if text.lstrip("-").startswith("0.") else text
+
+
 def pixel_grid(
     panels: Mapping[str, np.ndarray],
     *,
     zmin: float = 0.0,
     zmax: float = 1.0,
-    text_format: str = ".2f",
+    text_format: str = "g",
 ) -> go.Figure:
     """Small single-channel images side by side, every pixel a labelled cell.
 
@@ -47,7 +53,8 @@ def pixel_grid(
         panels: title → ``(H, W)`` array (or ``(H, W, 3)``: channel 0 is shown), e.g. the 8×8
             stripes, its shifted and blurred copies and their squared errors.
         zmin, zmax: the shared grey scale.
-        text_format: how each cell's value is printed (``d3`` format).
+        text_format: how each cell's value is printed (Python's format spec), a leading zero
+            dropped: ``0``, ``.25``, ``1`` (short enough for three 8×8 panels side by side on a phone).
 
     Returns:
         One ``go.Heatmap`` per panel (row 0 at the top), ``z`` exactly the given values.
@@ -65,7 +72,7 @@ def pixel_grid(
         fig.add_trace(
             go.Heatmap(
                 z=z, zmin=zmin, zmax=zmax, colorscale=plotly_scale("gray"), showscale=False, name=name,
-                text=np.vectorize(lambda v: format(v, text_format))(z), texttemplate="%{text}",
+                text=np.vectorize(lambda v: _cell_text(v, text_format))(z), texttemplate="%{text}",
                 textfont={"size": 9}, hovertemplate="row %{y}, col %{x}: %{z:.4f}<extra>" + name + "</extra>",
             ),
             row=1, col=k,
@@ -145,8 +152,9 @@ def sweep_curves(
                 xref, yref = (a.plotly_name.replace("axis", "") for a in (sub.xaxis, sub.yaxis))
                 lines.append(dict(type="line", x0=float(markers[col]), x1=float(markers[col]), y0=0, y1=1,
                                   xref=xref, yref=f"{yref} domain", line=dict(dash="dot", color="grey")))
-    fig.update_layout(height=height, margin=dict(l=10, r=10, t=40, b=10), shapes=lines,
-                      legend=dict(orientation="h", yanchor="bottom", y=1.03, x=0))
+    # the row titles stand to the right of the last column: the right margin holds them; the legend
+    # below (the toolbar that appears on hover is at the top right)
+    fig.update_layout(height=height, margin=dict(l=10, r=34, t=40, b=10), shapes=lines, legend=LEGEND_BELOW)
     return fig
 
 
@@ -154,6 +162,9 @@ def sweep_curves(
 HIGHLIGHT_COLOUR, BAR_COLOUR = "#d62728", "#7f9fbf"
 #: The axis title under :func:`shift_blur_ratios`' bars.
 RATIO_AXIS_TITLE = "shifted copy's distance ÷ blurred copy's (log scale; < 1: the shift is forgiven)"
+#: A bar ending this close (percent of the axis) left of the line at 1 has its label after the line:
+#: a label (``×0.62``, about 40 px) fits in that share of the axis at a phone's width.
+LABEL_ROOM = 25.0
 
 
 @dataclass(frozen=True)
@@ -183,6 +194,13 @@ class RatioBars:
         """Where ``ratio`` sits along the axis, in percent of its length."""
         return 100.0 * (math.log10(ratio) - self.lo) / (self.hi - self.lo)
 
+    def label_at(self, ratio: float) -> float:
+        """Where the bar's label ``×0.62`` starts, in percent of the axis (a small gap follows):
+        just after the bar, or just after the dashed line at 1 when the bar ends left of that line
+        by less than :data:`LABEL_ROOM` of the axis (the label would be drawn across the line)."""
+        end, one = self.position(ratio), self.position(1.0)
+        return one if end < one < end + LABEL_ROOM else end
+
     @property
     def html(self) -> str:
         """The chart: one grid row per bar (name, bar, label ``×0.25``; a tooltip and ``data-metric``/
@@ -200,7 +218,7 @@ class RatioBars:
                 'style="position:relative;height:1.5rem">'
                 f'<div style="position:absolute;left:0;top:0.25rem;bottom:0.25rem;width:{width:.3f}%;'
                 f'background:{colour};border-radius:2px"></div>{line}'
-                f'<div style="position:absolute;left:calc({width:.3f}% + 0.3rem);top:0;line-height:1.5rem;'
+                f'<div style="position:absolute;left:calc({self.label_at(ratio):.3f}% + 0.3rem);top:0;line-height:1.5rem;'
                 f'white-space:nowrap">×{ratio:.2g}</div></div>')
         ticks = "".join(
             f'<div style="position:absolute;left:{self.position(v):.3f}%;top:0;height:0.3rem;'
@@ -322,7 +340,7 @@ def layer_ratio_curves(
     layer_names: Sequence[str],
     *,
     blur_label: str = "the blur",
-    height: int = 260,
+    height: int = 300,
 ) -> go.Figure:
     """Each layer's term for a growing shift, as a multiple of the same layer's term for the blur.
 
@@ -334,7 +352,8 @@ def layer_ratio_curves(
 
     Returns:
         One ``go.Scatter`` per layer, ``y = shift_terms[:, l] / blur_terms[l]``, on a log y-axis with a
-        dashed line at 1 (above it, the layer finds the shift worse than the blur).
+        dashed line at 1 (above it, the layer finds the shift worse than the blur); ``blur_label``
+        names the blur in the hover (the axis title is short enough for the chart's height on a phone).
     """
     terms = np.asarray(shift_terms, dtype=np.float64)
     blur = np.asarray(blur_terms, dtype=np.float64)
@@ -350,7 +369,7 @@ def layer_ratio_curves(
             hovertemplate=f"{name}: shift %{{x}} px → %{{y:.3g}}× {blur_label}<extra></extra>",
         ))
     fig.add_hline(y=1.0, line_dash="dash", line_color="black")
-    fig.update_yaxes(type="log", title_text=f"layer term ÷ its term for {blur_label}")
+    fig.update_yaxes(type="log", title_text="× its term for the blur")
     fig.update_xaxes(title_text="shift (px)")
-    fig.update_layout(height=height, margin=dict(l=10, r=10, t=10, b=10))
+    fig.update_layout(height=height, margin=dict(l=10, r=10, t=10, b=10), legend=LEGEND_BELOW)
     return fig

@@ -16,6 +16,8 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from lpips_explorer.figures.maps import LEGEND_BELOW
+
 __all__ = ["SHOWN_SIDE", "enlarge", "fooling_curves", "fooling_ratios", "loss_curves", "sharpness_bars"]
 
 #: The least side, in px, an experiment's image is shown at (``enlarge``).
@@ -66,7 +68,7 @@ def loss_curves(curves: Mapping[str, Sequence[float]]) -> go.Figure:
                                  hovertemplate=f"{label}<br>step %{{x}}: %{{y:.3f}} × the first value<extra></extra>"))
     fig.update_layout(title="Loss ÷ its first value, per step", xaxis_title="step",
                       yaxis_title="loss ÷ loss at step 1", height=380, margin=dict(t=50, b=40, l=60, r=20),
-                      legend=dict(orientation="h", yanchor="top", y=-0.18, x=0))
+                      legend=LEGEND_BELOW)
     return fig
 
 
@@ -118,7 +120,7 @@ def fooling_curves(runs: Mapping[str, tuple[Sequence[float], Sequence[float]]], 
     fig.add_hline(y=float(eps), line_dash="dash", annotation_text="ε", row=1, col=1)
     fig.update_xaxes(title_text="step", row=2, col=1)
     fig.update_layout(height=500, margin=dict(t=50, b=40, l=60, r=20),
-                      legend=dict(orientation="h", yanchor="top", y=-0.12, x=0))
+                      legend=LEGEND_BELOW)
     return fig
 
 
@@ -143,5 +145,5 @@ def fooling_ratios(ours: Mapping[str, float], published: Mapping[str, tuple[floa
                              text=[f"{m:g} ± {se:g}" for m, se in published.values()], textposition="inside"))
     fig.update_layout(title="Pixel distance reached ÷ ε", yaxis_title="RMS distance ÷ ε", barmode="group",
                       height=400, margin=dict(t=50, b=40, l=60, r=20),
-                      legend=dict(yanchor="top", y=0.99, x=0.01, bgcolor="rgba(255,255,255,0.8)"))
+                      legend=LEGEND_BELOW)
     return fig

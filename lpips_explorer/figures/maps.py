@@ -48,11 +48,16 @@ def plotly_scale(name: str) -> list[list]:
 
 #: Inferno (dark = no difference, bright = large), shared by the figures and the PNGs.
 MAP_COLORSCALE = plotly_scale("Inferno")
-#: Fixed right margins (px) that hold the map's colour bar and the bars' legend. Plotly's automatic
-#: margins (``margin.autoexpand``) measure those and, when they push, draw the whole figure again:
-#: in Chromium on a 2-core CPU a first draw of the bars took ~49 ms with them and ~29 ms without.
+#: A legend in one row (wrapped where the chart is narrow) at the bottom of the figure, below the
+#: x-axis title, the margin growing to hold it: never under the toolbar that appears on hover at the
+#: chart's top right, nor over the plot, its tick labels or its title, at any width.
+LEGEND_BELOW = dict(orientation="h", yanchor="bottom", y=0, yref="container", x=0, xref="container", xanchor="left")
+#: A fixed right margin (px) that holds the map's colour bar. Plotly's automatic margins
+#: (``margin.autoexpand``) measure it and, when it pushes, draw the whole figure again: in Chromium
+#: on a 2-core CPU a first draw took ~49 ms with them and ~29 ms without. The per-layer bars keep
+#: them (:func:`per_layer_bars`): their legend and tick labels need a room no fixed margin fits at
+#: every width (a phone wraps the legend and tilts the labels).
 MAP_MARGIN_RIGHT = 100
-BARS_MARGIN_RIGHT = 170
 
 
 def to_uint8(image: np.ndarray) -> np.ndarray:
@@ -156,7 +161,7 @@ def map_overlay(
 
     Args:
         image: ``(H, W, 3)`` float in ``[0, 1]``.
-        values: ``(H, W)`` map of the same size (e.g. ``LPIPSResult.spatial_map[0]``).
+        values: ``(H, W)`` map of the same size (e.g. ``MetricResult.spatial_map[0]``).
         opacity: the map's opacity in ``[0, 1]`` (0 shows the image alone).
         title: plain text (it may name a file: :func:`~lpips_explorer.text.plotly_escape` d).
         value_name: the hover label.
@@ -209,7 +214,8 @@ def per_layer_bars(
     Returns:
         One stacked ``go.Bar`` trace per layer position (``"layer 1"``, …); trace ``k`` holds
         layer ``k`` of every backbone that has one (``x`` = backbone labels, ``y`` = its ``d_l``,
-        ``customdata`` = the layer's name).
+        ``customdata`` = the layer's name); each total written above its bar, inside the plot; the
+        legend below it (the margins grow to hold it and the tick labels at any width).
     """
     if not per_layer:
         raise ValueError("per_layer_bars needs at least one backbone")
@@ -232,10 +238,12 @@ def per_layer_bars(
     totals = {label: float(np.sum(values)) for label, (_, values) in per_layer.items()}
     for label, total in totals.items():
         fig.add_annotation(x=label, y=total, text=f"{total:.4f}", showarrow=False, yshift=10)
+    top = max(totals.values(), default=0.0)
+    fig.update_yaxes(range=[0, 1.2 * top] if top > 0 else None)  # room for the totals inside the plot
     fig.update_layout(barmode="stack", title=title or None, yaxis_title="LPIPS (sum of layer terms)",
-                      margin=dict(l=70, r=BARS_MARGIN_RIGHT, t=40 if title else 20, b=30, autoexpand=False),
-                      height=380,
-                      legend_title_text="layer (shallow → deep)")
+                      margin=dict(l=10, r=10, t=40 if title else 10, b=10), height=380,
+                      legend=dict(LEGEND_BELOW, title_text="layer (shallow → deep)", title_side="top",
+                                  traceorder="normal"))
     return fig
 
 
@@ -251,7 +259,7 @@ def dists_stage_bars(
 
     Args:
         stage_names: the stages (``"input"``, ``"relu1_2"`` … ``"relu5_3"``).
-        texture, structure: one term per stage (``DISTSResult.texture[i]``, ``.structure[i]``);
+        texture, structure: one term per stage (``MetricResult.components["texture"][i]``, ``["structure"][i]``);
             all of them together sum to the DISTS value.
         label: the metric's name in the axis title and hover.
 
@@ -279,5 +287,5 @@ def dists_stage_bars(
         fig.add_annotation(x=name, y=t + s, text=f"{t + s:.4f}", showarrow=False, yshift=10)
     fig.update_layout(barmode="stack", title=title or None, yaxis_title=f"{label} (sum of all terms)",
                       xaxis_title="stage (shallow → deep)", margin=dict(l=10, r=10, t=40 if title else 20, b=10),
-                      height=340, legend_title_text="term")
+                      height=340, legend=dict(LEGEND_BELOW, title_text="term"))
     return fig
