@@ -212,13 +212,9 @@ def _read_manifest(f: Path, shard: int, n_shards: int) -> dict:
     return m
 
 
-def _manifest_problem(m, shard: int, n_shards: int) -> str | None:
-    if not isinstance(m, dict):
-        return "it is not a JSON object"
-    if m.get("format") != FORMAT:
-        if isinstance(m.get("format"), str) and m["format"].startswith("lpips-space-embedding/"):
-            return f"its format is {m['format']!r}, this version reads {FORMAT!r}: embed the images again"
-        return f"format {str(m.get('format'))[:40]!r} is not {FORMAT!r}"
+def _spec_layout_problem(m: dict) -> str | None:
+    """What is wrong with a manifest's ``config.spec`` and ``layout`` (``[[name, C, H, W], ...]``,
+    every side positive), or ``None``: the part an embedding's and a pool's manifests share."""
     if not isinstance(m.get("config"), dict) or not isinstance(m["config"].get("spec"), str):
         return "config.spec is missing"
     layout = m.get("layout")
@@ -226,7 +222,20 @@ def _manifest_problem(m, shard: int, n_shards: int) -> str | None:
             isinstance(x, list) and len(x) == 4 and isinstance(x[0], str) and all(_nat(v) and v > 0 for v in x[1:])
             for x in layout)):
         return "layout is not a list of [name, C, H, W]"
-    dim = sum(c * h * w for _, c, h, w in layout)
+    return None
+
+
+def _manifest_problem(m, shard: int, n_shards: int) -> str | None:
+    if not isinstance(m, dict):
+        return "it is not a JSON object"
+    if m.get("format") != FORMAT:
+        if isinstance(m.get("format"), str) and m["format"].startswith("lpips-space-embedding/"):
+            return f"its format is {m['format']!r}, this version reads {FORMAT!r}: embed the images again"
+        return f"format {str(m.get('format'))[:40]!r} is not {FORMAT!r}"
+    problem = _spec_layout_problem(m)
+    if problem:
+        return problem
+    dim = sum(c * h * w for _, c, h, w in m["layout"])
     if m.get("dim") != dim:
         return f"dim is {str(m.get('dim'))[:20]}, its layout gives {dim}"
     if m.get("shard") != [shard, n_shards]:

@@ -34,7 +34,7 @@ import torch
 from .. import files
 from .distances import DEFAULT_BUDGET
 from .embedder import _write_npy_header, embed, image_files
-from .embedding import Embedding, _check_int
+from .embedding import Embedding, _check_int, _nat, _spec_layout_problem
 from .euclidean import EmbeddingLayout
 from .neighbours import Neighbours, _check_factory, _faiss_call
 from .projection import Projection, fit_projection
@@ -532,24 +532,16 @@ def open_pool(path: str | os.PathLike[str]) -> PoolIndex:
     return PoolIndex(root, m, list(m["names"]), digests, proj, index, layout)
 
 
-def _nat(v) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
-
-
 def _pool_problem(m) -> str | None:
     """What is wrong with a pool manifest's shape, or ``None``."""
     if not isinstance(m, dict):
         return "it is not a JSON object"
     if m.get("format") != POOL_FORMAT:
         return f"format {str(m.get('format'))[:40]!r} is not {POOL_FORMAT!r}"
-    if not isinstance(m.get("config"), dict) or not isinstance(m["config"].get("spec"), str):
-        return "config.spec is missing"
-    layout = m.get("layout")
-    if not (isinstance(layout, list) and layout and all(
-            isinstance(x, list) and len(x) == 4 and isinstance(x[0], str) and all(_nat(v) and v > 0 for v in x[1:])
-            for x in layout)):
-        return "layout is not a list of [name, C, H, W]"
-    if m.get("dim") != sum(c * h * w for _, c, h, w in layout):
+    problem = _spec_layout_problem(m)
+    if problem:
+        return problem
+    if m.get("dim") != sum(c * h * w for _, c, h, w in m["layout"]):
         return "dim is not the width its layout gives"
     p, ix = m.get("projection"), m.get("index")
     if not (isinstance(p, dict) and p.get("method") in PROJECTIONS and _nat(p.get("dim")) and 1 <= p["dim"] <= m["dim"]
