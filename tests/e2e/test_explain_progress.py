@@ -24,7 +24,12 @@ def test_the_explain_progress_moves(app_page):
     ap.rerun(lambda: main.get_by_role("button", name="Score", exact=True).click())
     ap.wait_until(lambda: "Explain a reported number" in ap.main_text(), "the explain section")
     name = main.get_by_label("Metric as the paper wrote it (optional)")
-    ap.rerun(lambda: (name.fill("LPIPS-Alex"), name.press("Enter")))
+    name.fill("LPIPS-Alex")
+    name.press("Enter")
+    # the page's reading of the name shows the server has it (a rerun too quick for the browser to
+    # draw its running state is not seen by ap.rerun)
+    ap.wait_until(lambda: ap.caption_with("The name says: backbone AlexNet"), "the name's reading")
+    ap.settle()
 
     bar = main.get_by_test_id("stProgress")
     seen: list[tuple[float, tuple[int, ...]]] = []

@@ -33,7 +33,12 @@ def test_blur_experiment_at_1024_by_768_equal_budget_large_images_whole_titles(s
         settings.locator("summary").click()
         steps = settings.get_by_role("spinbutton", name="Steps per loss")
         steps.wait_for()
-        ap.rerun(lambda: (steps.fill("4"), steps.press("Enter")))
+        steps.fill("4")
+        steps.press("Enter")
+        # the page's own line says the server has the new count (ap.rerun would miss a rerun too
+        # quick for the browser to draw its running state)
+        ap.wait_until(lambda: "4 Adam steps for every loss" in ap.main_text(), "the page to ask for 4 steps")
+        ap.settle()
         ap.rerun(lambda: main.get_by_role("button", name="Run").first.click())
         ap.wait_until(lambda: "Equal budgets:" in ap.main_text(), "the result and its budget line")
         ap.wait_until(lambda: (lambda imgs: len(imgs) >= 8 and all(i["complete"] for i in imgs))(
