@@ -8,8 +8,14 @@ short message with the configuration, and its traceback goes to the server's log
 
 import streamlit as st
 
-import ui
 from lpips_explorer.runtime.memory import freeze_long_lived, release_unused, start_periodic_release
+from ui import links
+from ui.boundary import error_boundary
+from ui.models import start_warm_up
+from ui.pair import init_state
+from ui.study_client import student_frame
+from ui.text import md_escape
+from ui.widgets import sidebar
 
 # An emoji, not a ":material/…:" icon: Streamlit's frontend fetches a Material favicon from
 # fonts.gstatic.com, while an emoji favicon is an inline SVG (no request to an outside host).
@@ -51,31 +57,31 @@ page = st.navigation(PAGES + list(ALIASES.values()), position="hidden" if STUDEN
 if "study" in st.query_params and page.url_path != "judge_it_yourself":
     st.switch_page(next(p for p in PAGES if p.url_path == "judge_it_yourself"), query_params=st.query_params.to_dict())
 url_path = page.url_path or next(iter(ALIASES))  # the page's linkable path
-ui.start_warm_up()  # once per server: the default model built and run in a background thread
+start_warm_up()  # once per server: the default model built and run in a background thread
 start_periodic_release()  # once per server: memory freed between runs (closed sessions) goes back too
 if STUDENT:
-    ui.student_frame()
+    student_frame()
     try:
-        with ui.error_boundary(page.title):
+        with error_boundary(page.title):
             page.run()
     finally:
         release_unused()
         freeze_long_lived()
     st.stop()
 link_notices: list[str] = []
-with ui.error_boundary("The link"):
-    link_notices = ui.links.read(url_path)  # before any widget: a link's state becomes the widgets' state
-with ui.error_boundary("The sidebar"):
-    ui.init_state()
-    ui.sidebar()
+with error_boundary("The link"):
+    link_notices = links.read()  # before any widget: a link's state becomes the widgets' state
+with error_boundary("The sidebar"):
+    init_state()
+    sidebar()
 for notice in link_notices:
-    st.warning(ui.md_escape(notice), icon=":material/link_off:")
+    st.warning(md_escape(notice), icon=":material/link_off:")
 try:
-    with ui.error_boundary(page.title):
+    with error_boundary(page.title):
         page.run()
 finally:  # also after st.stop(): the URL always describes the view
-    with ui.error_boundary("The link"):
-        ui.links.link_control(url_path, ui.links.write(url_path), served_path=page.url_path)
+    with error_boundary("The link"):
+        links.link_control(url_path, links.write(), served_path=page.url_path)
     # A rerun's activations (hundreds of MB at 512 px) are freed when it ends, but glibc keeps
     # freed memory in its arenas: give it back to the OS (benchmarks/memory.py measures this).
     release_unused()

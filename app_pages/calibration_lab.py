@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import time
-
 import pandas as pd
 import streamlit as st
 
-import ui
-from lpips_core.spec import MetricSpec
 from lpips_explorer import calibration as cal
 from lpips_explorer.figures import calibration as figs
-from ui.calibration import mechanics, real_scores, run_2afc, test_triplets
+from ui import state
+from ui.calibration import mechanics, real_scores, run_2afc
+from ui.models import availability, device_name, get_model, sidebar_spec
+from ui.text import NET_LABELS, md_escape
 
 # The reference example's settings are the defaults; the controls are bounded so one run stays
 # within a few minutes on a CPU.
@@ -102,10 +101,10 @@ st.markdown(
     "after every step), both on held-out test triplets. Ties count one half."
 )
 
-cfg = ui.sidebar_spec()
-status = {net: ui.availability(cfg.replace(net=net)) for net in cal.REAL_NETS}
+cfg = sidebar_spec()
+status = {net: availability(cfg.replace(net=net)) for net in cal.REAL_NETS}
 real_options = [n for n in cal.REAL_NETS if status[n][0]]
-real_default = [n for n in (real_options if ui.device_name() != "cpu" else CPU_REAL_DEFAULT) if n in real_options]
+real_default = [n for n in (real_options if device_name() != "cpu" else CPU_REAL_DEFAULT) if n in real_options]
 
 with st.form("cal_form"):
     c1, c2, c3, c4 = st.columns(4)
@@ -122,16 +121,16 @@ with st.form("cal_form"):
         lr = float(d3.select_slider("Adam learning rate", LR_CHOICES, value=0.05, key="cal_lr"))
     real_nets = st.multiselect(
         "Also score the test triplets with the real LPIPS (baseline and lin)", real_options, default=real_default,
-        format_func=lambda n: ui.NET_LABELS[n], key="cal_real_nets",
+        format_func=lambda n: NET_LABELS[n], key="cal_real_nets",
         help="Uses the sidebar's version. VGG16 takes about two minutes on a CPU, seconds on a GPU.",
     )
     submitted = st.form_submit_button("Run the experiment", type="primary", key="cal_run")
 for net in cal.REAL_NETS:
     if not status[net][0]:
-        st.caption(f"{ui.NET_LABELS[net]} cannot be scored here: {ui.md_escape(status[net][1], links=True)}")
+        st.caption(f"{NET_LABELS[net]} cannot be scored here: {md_escape(status[net][1], links=True)}")
 
 if submitted:
-    st.session_state[ui.state.CAL_LAST] = dict(
+    st.session_state[state.CAL_LAST] = dict(
         net_seeds=tuple(range(first_seed, first_seed + n_nets)), n=n_triplets, steps=steps, lr=lr,
         train_seed=train_seed, test_seed=test_seed, real=tuple(real_nets), version=cfg.version,
     )
@@ -143,15 +142,15 @@ def show_results(last: dict) -> None:
     real: dict[str, cal.RealLPIPSResult] = {}
     for net in last["real"]:
         spec = cfg.replace(net=net, version=last["version"], lin=True)  # the lin weights are what it fits against
-        model = ui.get_model(spec)
+        model = get_model(spec)
         if model is None:
             real[net] = cal.RealLPIPSResult(net, spec.version, None, None, "weights unavailable (see above)")
         else:
-            real[net] = real_scores(spec.name, ui.device_name(), last["n"], last["test_seed"], model)
+            real[net] = real_scores(spec.name, device_name(), last["n"], last["test_seed"], model)
 
     st.caption("Results for: " + _settings_text(last)
                + ("" if not last["real"] else " · real LPIPS v" + last["version"] + ": "
-                  + ", ".join(ui.NET_LABELS[n] for n in last["real"])))
+                  + ", ".join(NET_LABELS[n] for n in last["real"])))
     st.plotly_chart(figs.twoafc_bars(result, real), key="cal_afc_fig")
     rows = figs.twoafc_rows(result, real)
     st.dataframe(
@@ -168,7 +167,7 @@ def show_results(last: dict) -> None:
     )
     for res in real.values():
         if res.available:
-            st.caption(f"{res.label}: {ui.md_escape(res.note, links=True)}")
+            st.caption(f"{res.label}: {md_escape(res.note, links=True)}")
 
     st.subheader("What the fit did")
     c1, c2 = st.columns(2)
@@ -180,7 +179,7 @@ def show_results(last: dict) -> None:
     st.plotly_chart(figs.training_loss(result), key="cal_loss_fig")
 
 
-last = st.session_state.get(ui.state.CAL_LAST)
+last = st.session_state.get(state.CAL_LAST)
 if last is None:
     st.info("The defaults are the reference example's settings (5 nets, 600 + 600 triplets, 300 steps): one to "
             "two minutes on a 2-core CPU, then kept. Press **Run the experiment**.", icon=":material/play_arrow:")

@@ -8,12 +8,17 @@ import time
 import pandas as pd
 import streamlit as st
 
-import ui
 from lpips_core import metric_registry
 from lpips_core.cells import frame_to_csv
-from lpips_explorer.figures.grids import conventions_heatmap, size_curves
 from lpips_core.sweeps import VARIANT_NOTES, VARIANTS, grid_rows, metric_grid_rows
+from lpips_explorer.figures.grids import conventions_heatmap, size_curves
+from ui import links
+from ui.choices import DEFAULT_SPEC, EXTRA_SPECS, UPLOAD_TYPES
 from ui.conventions import grid_piece, successor_piece, uploaded_test
+from ui.models import availability, get_models, sidebar_spec
+from ui.pair import current_pair
+from ui.text import NET_LABELS, md_escape, size_text
+from ui.widgets import extras_picker
 
 SIZES = (None, 64, 128, 224, 256)
 #: Scoring time (s) after which the first backbone's rows are drawn before the others are scored
@@ -24,7 +29,7 @@ SUCCESSOR_SIZES = (None, 64, 256)
 
 def backbone(spec) -> str:
     """The LPIPS grid's row name: the backbone alone (``"AlexNet"``); the page is about LPIPS."""
-    return ui.NET_LABELS[spec.net]
+    return NET_LABELS[spec.net]
 
 
 def in_order(by_net: dict[str, list]) -> list:
@@ -35,10 +40,11 @@ def in_order(by_net: dict[str, list]) -> list:
 def with_size(cells: list, size: int | None) -> list:
     """The cells of one size with that size written as the app writes sizes: ``"64×64 px"``, and
     ``"native"`` spelled out as the pixel size scored (``"native (256×192 px)"``)."""
-    label = NATIVE if size is None else ui.size_text(size, size)
+    label = NATIVE if size is None else size_text(size, size)
     return [dataclasses.replace(c, size_label=label) for c in cells]
 
 
+links.declare(chain=True)
 st.title("Conventions")
 st.markdown(
     "LPIPS numbers are comparable only under one contract: inputs in [−1, 1], version 0.1, the learned "
@@ -46,36 +52,36 @@ st.markdown(
     "cell is shown as a ratio to the correct value of its backbone and size."
 )
 
-ref, ref_name, dist, source = ui.current_pair()
+ref, ref_name, dist, source = current_pair()
 H, W = ref.shape[:2]
-NATIVE = f"native ({ui.size_text(W, H)})"  # the size the "native" column is scored at
-up = st.file_uploader("Your own test image (optional; scored against the sidebar's reference)", type=ui.UPLOAD_TYPES,
+NATIVE = f"native ({size_text(W, H)})"  # the size the "native" column is scored at
+up = st.file_uploader("Your own test image (optional; scored against the sidebar's reference)", type=UPLOAD_TYPES,
                       key="conv_test_file")
 if up is not None:
     try:
         dist, (th, tw) = uploaded_test(up.getvalue(), up.name, (H, W))
     except ValueError as exc:
-        st.error(f"{ui.md_escape(up.name)} cannot be used: {ui.md_escape(str(exc))} The lab's chain is used instead.")
+        st.error(f"{md_escape(up.name)} cannot be used: {md_escape(str(exc))} The lab's chain is used instead.")
     else:
         source = f"upload: {up.name}"
         if (th, tw) != (H, W):
-            st.caption(f"The test image is {ui.size_text(tw, th, labelled=True)}; it was resized to the "
-                       f"reference's {ui.size_text(W, H)} "
+            st.caption(f"The test image is {size_text(tw, th, labelled=True)}; it was resized to the "
+                       f"reference's {size_text(W, H)} "
                        "(bilinear, antialiased) so the two can be compared pixel for pixel.")
-st.caption(f"Pair: {ui.md_escape(ref_name)} ({ui.size_text(W, H, labelled=True)}) against "
-           f"{ui.md_escape(source)}. \"native\" below is this size, {ui.size_text(W, H)}: the reference as loaded at the "
+st.caption(f"Pair: {md_escape(ref_name)} ({size_text(W, H, labelled=True)}) against "
+           f"{md_escape(source)}. \"native\" below is this size, {size_text(W, H)}: the reference as loaded at the "
            "sidebar's working size.")
 c1, c2 = st.columns(2)
 c1.image(ref, caption="reference", clamp=True, width="stretch")
 c2.image(dist, caption="distorted", clamp=True, width="stretch")
 
-grid_metric = ui.DEFAULT_SPEC  # the grid's metric (LPIPS): its backbones and versions
+grid_metric = DEFAULT_SPEC  # the grid's metric (LPIPS): its backbones and versions
 versions = metric_registry.METRICS[grid_metric.metric].versions
-nets = [n for n in ui.NET_LABELS if ui.availability(grid_metric.replace(net=n))[0]]
-skipped = [n for n in ui.NET_LABELS if n not in nets]
-chosen = st.multiselect("Backbones", nets, default=nets, format_func=ui.NET_LABELS.get, key="conv_nets")
+nets = [n for n in NET_LABELS if availability(grid_metric.replace(net=n))[0]]
+skipped = [n for n in NET_LABELS if n not in nets]
+chosen = st.multiselect("Backbones", nets, default=nets, format_func=NET_LABELS.get, key="conv_nets")
 if skipped:
-    st.caption("Left out (no weights on this machine): " + ", ".join(ui.NET_LABELS[n] for n in skipped) + ".")
+    st.caption("Left out (no weights on this machine): " + ", ".join(NET_LABELS[n] for n in skipped) + ".")
 
 
 def lpips_grid() -> None:
@@ -86,22 +92,22 @@ def lpips_grid() -> None:
 
     # The sidebar's backbone first: its rows are drawn as soon as they are scored, and the grid fills in
     # as the others (VGG16 is ten times AlexNet's work) are scored below it.
-    first = [n for n in chosen if n == ui.sidebar_spec().net] or chosen[:1]
+    first = [n for n in chosen if n == sidebar_spec().net] or chosen[:1]
     order = first + [n for n in chosen if n not in first]
     chart, bar = st.empty(), st.progress(0.0, text="Scoring the grid…")
     by_net: dict[str, list] = {}
     started, done = time.monotonic(), 0
     for i, net in enumerate(order):
-        models = ui.get_models([grid_metric.replace(net=net, version=v) for v in versions], quiet=True)
+        models = get_models([grid_metric.replace(net=net, version=v) for v in versions], quiet=True)
         if any(m is None for m in models.values()):
             done += len(SIZES)
             continue
         for size in SIZES:
             bar.progress(done / (len(order) * len(SIZES)),
-                         text=f"{ui.NET_LABELS[net]} at {NATIVE if size is None else ui.size_text(size, size)}…")
+                         text=f"{NET_LABELS[net]} at {NATIVE if size is None else size_text(size, size)}…")
             by_net.setdefault(net, []).extend(with_size(grid_piece(ref, dist, net, size, models), size))
             done += 1
-        rest = [ui.NET_LABELS[n] for n in order[i + 1:]]
+        rest = [NET_LABELS[n] for n in order[i + 1:]]
         if rest and by_net and time.monotonic() - started > STAGE_AFTER_S:  # scoring, not reading the cache
             with chart.container():
                 st.plotly_chart(conventions_heatmap(in_order(by_net), row_label=backbone))
@@ -147,9 +153,9 @@ def successors_grid() -> None:
         "torchvision's `ToTensor` gives them. Below, the same pair is fed to each under every range convention; "
         "each cell is a ratio to that metric's correct value at the same size."
     )
-    picked = ui.extras_picker("conv_successors")
+    picked = extras_picker("conv_successors")
     rows = []
-    for spec in ui.EXTRA_SPECS:
+    for spec in EXTRA_SPECS:
         info = metric_registry.METRICS[spec.metric]
         rows.append({"metric": spec.label, "expects": spec.convention, "paper": info.reference,
                      "what it changes": info.summary})
@@ -157,14 +163,14 @@ def successors_grid() -> None:
     if not picked:
         st.info("Choose a successor metric above to see what a wrong convention does to it.")
         return
-    models = {spec: m for spec, m in ui.get_models(picked).items() if m is not None}
+    models = {spec: m for spec, m in get_models(picked).items() if m is not None}
     if not models:
         return
     cells = []
     bar = st.progress(0.0, text="Scoring the successor metrics…")
     pieces = [(spec, size) for spec in models for size in SUCCESSOR_SIZES]
     for k, (spec, size) in enumerate(pieces):
-        bar.progress(k / len(pieces), text=f"{spec.label} at {NATIVE if size is None else ui.size_text(size, size)}…")
+        bar.progress(k / len(pieces), text=f"{spec.label} at {NATIVE if size is None else size_text(size, size)}…")
         cells += with_size(successor_piece(ref, dist, spec.name, size, models[spec]), size)
     bar.empty()
     st.plotly_chart(conventions_heatmap(cells, value_name="distance"), key="conv_succ_heatmap")

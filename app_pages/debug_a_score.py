@@ -8,22 +8,22 @@ import time
 import pandas as pd
 import streamlit as st
 
-import ui
 from lpips_core.backbones import between_layers
 from lpips_core.conventions import RESIZE_METHODS
-from lpips_explorer.diagnostics import (
-    CHECKS,
-    NATIVE_MAX_SIDE,
-    SIZE_POLICY,
-    Diagnosis,
-    build_report,
-    demo_pair,
-    library_versions,
-    report_json,
-)
-from lpips_explorer.figures.maps import map_overlay, per_layer_bars
 from lpips_core.images import image_to_png_bytes, min_side_for
+from lpips_explorer.diagnostics import (CHECKS, NATIVE_MAX_SIDE, SIZE_POLICY, Diagnosis, build_report, demo_pair,
+                                        library_versions, report_json)
+from lpips_explorer.figures.maps import map_overlay, per_layer_bars
+from ui import links
+from ui.choices import UPLOAD_TYPES
 from ui.debug import load, pair_images, run
+from ui.links import Field
+from ui.models import get_model, sidebar_spec
+from ui.pair import reference, working_side
+from ui.text import NET_LABELS, fmt, md_escape, md_frame, signed, significant, size_hw
+
+#: The widgets a link reproduces (:func:`ui.links.declare`).
+LINKED = (Field("dbg_opacity", "float", 0.0, 1.0),)
 
 ICONS = {"ok": ":material/check_circle:", "warning": ":material/warning:", "info": ":material/info:"}
 
@@ -34,13 +34,13 @@ def score_row(diag: Diagnosis, net_label: str) -> None:
     scored, ref_hw, test_hw = size["scored_hw"], size["reference_hw"], size["test_hw"]
     m = st.columns(4)
     m[0].metric(f"LPIPS ({net_label})", f"{diag.score:.4f}")
-    m[1].metric("MSE", ui.significant(diag.classic["mse"]), help="Mean squared error on the [0, 1] pixel scale.")
-    m[2].metric("PSNR (dB)", ui.fmt(diag.classic["psnr"], 2))
+    m[1].metric("MSE", significant(diag.classic["mse"]), help="Mean squared error on the [0, 1] pixel scale.")
+    m[2].metric("PSNR (dB)", fmt(diag.classic["psnr"], 2))
     m[3].metric("SSIM", "n/a" if not math.isfinite(diag.classic["ssim"]) else f"{diag.classic['ssim']:.4f}")
     c = diag.config  # the model that gave these numbers, which a reader of the score needs
-    st.caption(f"Scored with {ui.NET_LABELS.get(c['net'], c['net'])}, v{c['version']}, "
-               f"{'lin' if c['lin'] else 'baseline (uncalibrated)'}, at {ui.size_hw(scored, labelled=True)}; the "
-               f"reference file is {ui.size_hw(ref_hw)}, the test file {ui.size_hw(test_hw)}. Offsets are in the "
+    st.caption(f"Scored with {NET_LABELS.get(c['net'], c['net'])}, v{c['version']}, "
+               f"{'lin' if c['lin'] else 'baseline (uncalibrated)'}, at {size_hw(scored, labelled=True)}; the "
+               f"reference file is {size_hw(ref_hw)}, the test file {size_hw(test_hw)}. Offsets are in the "
                "reference file's pixels.")
 
 
@@ -62,7 +62,7 @@ def summary_table(frame: pd.DataFrame) -> None:
     """The summary as a table that wraps its text (it fits the page at any width, so every number
     shows): scores to 4 decimals, the change signed (``0``, never ``-0.0000``), ``—`` for none."""
     styled = frame.style.format({"LPIPS as is": "{:.4f}", "LPIPS what if": "{:.4f}"}, na_rep="—").format(
-        lambda v: ui.signed(v, 4), subset=["change"], na_rep="—")
+        lambda v: signed(v, 4), subset=["change"], na_rep="—")
     st.table(styled)
 
 
@@ -82,6 +82,7 @@ def show_partial(box, diag: Diagnosis, net_label: str) -> None:
             summary_table(summary_frame(diag))
 
 
+links.declare(*LINKED)
 st.title("Debug a score")
 st.markdown(
     "An LPIPS value depends on more than the two pictures: their sizes, how they were decoded, their "
@@ -89,14 +90,14 @@ st.markdown(
     "own resolution, and every check runs on the files themselves. The summary ranks what each check found "
     "by how much it changes the score."
 )
-cfg = ui.sidebar_spec()
-max_side = ui.working_side()
+cfg = sidebar_spec()
+max_side = working_side()
 u1, u2 = st.columns(2)
-ref_file = u1.file_uploader("Reference image", type=ui.UPLOAD_TYPES, key="dbg_ref_file")
-test_file = u2.file_uploader("Test image", type=ui.UPLOAD_TYPES, key="dbg_test_file")
+ref_file = u1.file_uploader("Reference image", type=UPLOAD_TYPES, key="dbg_ref_file")
+test_file = u2.file_uploader("Test image", type=UPLOAD_TYPES, key="dbg_test_file")
 
 min_side = min_side_for(cfg.net)
-side_ref, side_name = ui.reference()
+side_ref, side_name = reference()
 if ref_file is not None:
     ref_data, ref_name = ref_file.getvalue(), ref_file.name
 else:
@@ -111,7 +112,7 @@ else:
     quality = d2.slider("Demo: JPEG quality", 5, 95, 30, 5, key="dbg_demo_quality")
     base = load(ref_data, ref_name, max_side, min_side)
     if isinstance(base, str):
-        st.error("Reference: " + ui.md_escape(base))
+        st.error("Reference: " + md_escape(base))
         st.stop()
     test_data = demo_pair(base.array, dx=shift_px, dy=shift_px * 2 / 3, quality=quality)[1]
     test_name = f"demo (reference shifted {shift_px:g} px right, {shift_px * 2 / 3:.2g} px down, JPEG q{quality})"
@@ -124,10 +125,10 @@ method = o2.selectbox("When the sizes differ, resize the test image with", RESIZ
 st.caption(f"When the two files differ in size, {SIZE_POLICY}. At the files' own size the longer side is capped "
            f"at {NATIVE_MAX_SIDE} px (larger files are downscaled, with a notice) so VGG16 answers within seconds "
            f"on a CPU; the working size is the sidebar's ({max_side} px).")
-model = ui.get_model(cfg)
+model = get_model(cfg)
 if model is None:
     st.stop()
-net_label = ui.NET_LABELS[cfg.net]
+net_label = NET_LABELS[cfg.net]
 box = st.empty()
 tick, last_tick = st.empty(), [0.0]
 
@@ -149,7 +150,7 @@ with st.spinner("Scoring the pair…"), between_layers(stop_if_replaced):
                lambda partial: show_partial(box, partial, net_label))
 box.empty()
 if isinstance(diag, str):
-    st.error(ui.md_escape(diag))
+    st.error(md_escape(diag))
     st.stop()
 
 st.subheader("What moves this score, largest first")
@@ -164,27 +165,27 @@ st.caption("Change: the score the check's counterfactual gives (what if) minus t
 i1, i2 = st.columns(2)
 shown_ref, shown_test = pair_images(diag)
 i1.image(shown_ref, caption="reference", width="stretch")
-i1.caption(ui.md_escape(ref_name))
+i1.caption(md_escape(ref_name))
 i2.image(shown_test, caption="test, as compared", width="stretch")
-i2.caption(ui.md_escape(test_name))
+i2.caption(md_escape(test_name))
 for which, facts in diag.facts.items():
     for notice in facts["notices"]:
-        st.caption(f"{which.capitalize()}: {ui.md_escape(notice)}")
+        st.caption(f"{which.capitalize()}: {md_escape(notice)}")
 
 st.subheader("Checks, in the same order")
 for check in sorted(diag.checks, key=lambda c: [f.check_id for f in diag.ranking].index(c.id)):
     with st.container(border=True):
         st.markdown(f"{ICONS[check.status]} **{check.name}** — {check.status}")
-        st.markdown(ui.md_escape(check.finding))
-        st.markdown("*Effect on the score:* " + ui.md_escape(check.effect))
+        st.markdown(md_escape(check.finding))
+        st.markdown("*Effect on the score:* " + md_escape(check.effect))
         if check.id == "size":
-            st.table(pd.DataFrame([{"choice": o.label, "compared at": ui.size_hw(o.size), "LPIPS": o.lpips,
+            st.table(pd.DataFrame([{"choice": o.label, "compared at": size_hw(o.size), "LPIPS": o.lpips,
                                     "note": o.note} for o in diag.resize_options]).set_index("choice")
                      .style.format({"LPIPS": "{:.4f}"}))
 
 with st.expander("File facts"):
     facts = pd.DataFrame({k: {f: str(v) for f, v in d.items() if f != "notices"} for k, d in diag.facts.items()})
-    st.table(ui.md_frame(facts))  # st.table reads Markdown: the files' names are escaped
+    st.table(md_frame(facts))  # st.table reads Markdown: the files' names are escaped
 
 st.subheader("Where the distance comes from")
 c1, c2 = st.columns([3, 2])

@@ -8,15 +8,23 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-import ui
-from lpips_core.caching import content_digest
 from lpips_core.cells import frame_to_csv
 from lpips_core.spec import MetricSpec
 from lpips_explorer import lab as L
 from lpips_explorer.distortions import DISTORTIONS, PARAMS
 from lpips_explorer.figures.maps import abs_difference, dists_stage_bars, map_overlay, map_png, per_layer_bars
-from ui.state import LAB_ADD_NAME, LAB_CHAIN, LAB_NEXT_ID, LAB_STEPS
+from ui import links
+from ui.fragments import page_fragment
 from ui.lab import classic_metrics, pair_key, scored
+from ui.links import Field
+from ui.models import get_model, sidebar_spec
+from ui.pair import apply_chain, reference
+from ui.state import LAB_ADD_NAME, LAB_CHAIN, LAB_NEXT_ID, LAB_STEPS
+from ui.text import NET_LABELS, chain_key, chain_label, md_escape, significant, size_hw
+from ui.widgets import extras_picker
+
+#: The widgets a link reproduces (:func:`ui.links.declare`); the link also carries the chain.
+LINKED = (Field("lab_opacity", "float", 0.0, 1.0),)
 
 ss = st.session_state
 
@@ -90,13 +98,13 @@ def _headline(spec: MetricSpec, answer: L.Scored | None, classic: dict[str, floa
     c1, c2, c3, c4 = st.columns(4)
     name = spec.row_spec.label  # "LPIPS · AlexNet"; the version and head are in the caption and the help
     if answer is None:
-        c1.metric(name, "—", help=f"{ui.NET_LABELS[spec.net]} (the sidebar's backbone) is unavailable here; the "
+        c1.metric(name, "—", help=f"{NET_LABELS[spec.net]} (the sidebar's backbone) is unavailable here; the "
                   "table below has every backbone that is.")
     else:
         c1.metric(name, f"{answer.total:.4f}",
                   help=f"The sidebar's backbone, {L.note(spec)}. Every backbone is in the table below.")
     psnr, ssim = classic["psnr"], classic["ssim"]
-    c2.metric("MSE", ui.significant(classic["mse"]), help="Mean squared error on the [0, 1] pixel scale, to two "
+    c2.metric("MSE", significant(classic["mse"]), help="Mean squared error on the [0, 1] pixel scale, to two "
               "significant digits (the table below has more).")
     c3.metric("PSNR", "∞" if math.isinf(psnr) else f"{psnr:.2f} dB")
     c4.metric("SSIM", f"{ssim:.4f}" if math.isfinite(ssim) else "—",
@@ -109,6 +117,7 @@ VALUE_HELP = ("Four significant digits (MSE on the [0, 1] pixel scale, PSNR in d
 
 
 # --------------------------------------------------------------------------- page
+links.declare(*LINKED, chain=True)
 _init()
 st.title("Distortion lab")
 
@@ -143,8 +152,8 @@ def _metrics_table(cfg: MetricSpec, results: dict, run, classic: dict[str, float
     """The metrics for every backbone (the sidebar's version and head) and the extra metrics, scored
     by ``run`` into ``results``: the table, what is unavailable, the CSV; returns the specs shown."""
     st.subheader("Metrics")
-    extras = ui.extras_picker("lab_successors")
-    backbones = [cfg.replace(net=n) for n in ui.NET_LABELS]  # the sidebar's version and head on every backbone
+    extras = extras_picker("lab_successors")
+    backbones = [cfg.replace(net=n) for n in NET_LABELS]  # the sidebar's version and head on every backbone
     with st.spinner("Every available backbone…"):
         for spec in [*backbones, *extras]:
             if spec not in results:
@@ -157,10 +166,10 @@ def _metrics_table(cfg: MetricSpec, results: dict, run, classic: dict[str, float
                  column_config={"metric": st.column_config.TextColumn(width=150),
                                 "value": st.column_config.NumberColumn(format="%.4g", help=VALUE_HELP, width=80),
                                 "note": st.column_config.TextColumn(width=320)})
-    missing = [ui.NET_LABELS[s.net] for s in backbones if results[s] is None]
+    missing = [NET_LABELS[s.net] for s in backbones if results[s] is None]
     if missing:
         st.caption(f"Unavailable here: {', '.join(missing)} — see the sidebar's backbone list for the reason and fix.")
-    csv = frame_to_csv(table.assign(chain=ui.chain_label(chain), reference=ref_name))
+    csv = frame_to_csv(table.assign(chain=chain_label(chain), reference=ref_name))
     st.download_button("Download the metrics (CSV)", csv, file_name="lpips_metrics.csv", mime="text/csv",
                        key="lab_csv")
     return shown
@@ -211,30 +220,30 @@ def _where_from(cfg: MetricSpec, results: dict, dist: np.ndarray) -> None:
 
 
 # The chain, the metrics, the bars and the map: a parameter change reruns this part alone.
-@ui.page_fragment("Distortion lab", "distortion_lab")
+@page_fragment("Distortion lab")
 def lab() -> None:
-    ref, ref_name = ui.reference()
-    cfg = ui.sidebar_spec()
-    st.caption(f"Reference: {ui.md_escape(ref_name)} · {ui.size_hw(ref.shape[:2], labelled=True)} · LPIPS "
+    ref, ref_name = reference()
+    cfg = sidebar_spec()
+    st.caption(f"Reference: {md_escape(ref_name)} · {size_hw(ref.shape[:2], labelled=True)} · LPIPS "
                f"{L.note(cfg)} (sidebar)")
     steps = _chain_editor()
     chain = [(s["name"], {p: v for p, v in s["params"].items()}) for s in steps]
     try:
-        chain_json = ui.chain_key(chain)
-        dist = ui.apply_chain(ref, chain_json)
+        chain_json = chain_key(chain)
+        dist = apply_chain(ref, chain_json)
     except (ValueError, TypeError) as exc:
-        st.error("This chain cannot be applied: " + ui.md_escape(str(exc)))
+        st.error("This chain cannot be applied: " + md_escape(str(exc)))
         st.stop()
     ss[LAB_CHAIN] = chain  # the Conventions and Inside-a-layer pages use the same pair
     pair = pair_key(ref, chain_json)
-    st.caption("Chain: " + ui.md_escape(ui.chain_label(chain)))
+    st.caption("Chain: " + md_escape(chain_label(chain)))
 
     # -- the answer first (one forward pass of the sidebar's backbone), then everything else
     classic = classic_metrics(pair, ref, dist)
     results: dict[MetricSpec, L.Scored | None] = {}
 
     def run(spec: MetricSpec) -> None:
-        model = ui.get_model(spec, quiet=True)
+        model = get_model(spec, quiet=True)
         results[spec] = None if model is None else scored(pair, spec.name, ref, dist, model)
 
     run(cfg)

@@ -6,19 +6,19 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-import ui
-from lpips_explorer.diagnostics import layer_breakdown
+from lpips_explorer.figures.layers import (heatmaps_row, lin_weight_bars, top_channel_bars, toy_arrows, toy_terms,
+                                           zero_share_bars)
 from lpips_explorer.lab import note
-from lpips_explorer.figures.layers import (
-    heatmaps_row,
-    lin_weight_bars,
-    top_channel_bars,
-    toy_arrows,
-    toy_terms,
-    zero_share_bars,
-)
 from lpips_explorer.toy_layer import toy_layer
+from ui import links
 from ui.layer import breakdown
+from ui.links import Field
+from ui.models import get_model, sidebar_spec
+from ui.pair import current_pair
+from ui.text import md_escape, size_hw
+
+#: The widgets a link reproduces (:func:`ui.links.declare`); the link also carries the chain.
+LINKED = (Field("ial_w2", "float", 0.0, 1.0),)
 
 TOP_K = 10
 #: The toy table's angle on the "mean of all nine" row, which has no single angle.
@@ -27,6 +27,7 @@ ANGLE_HELP = ("The angle between the two unit vectors at that position; none on 
               "the nine terms, not the angles.")
 
 
+links.declare(*LINKED, chain=True)
 st.title("Inside a layer")
 
 # --------------------------------------------------------------------------- the toy layer
@@ -73,14 +74,14 @@ st.markdown(
 
 # --------------------------------------------------------------------------- the real network
 st.subheader("The real network")
-cfg = ui.sidebar_spec()
-model = ui.get_model(cfg)
+cfg = sidebar_spec()
+model = get_model(cfg)
 if model is None:
     st.info("Choose an available backbone in the sidebar to look inside the real network.")
     st.stop()
-ref, ref_name, dist, source = ui.current_pair()
-st.caption(f"Model: {cfg.row_spec.label}, {note(cfg)} (sidebar). Pair: {ui.md_escape(ref_name)} against "
-           f"{ui.md_escape(source)}.")
+ref, ref_name, dist, source = current_pair()
+st.caption(f"Model: {cfg.row_spec.label}, {note(cfg)} (sidebar). Pair: {md_escape(ref_name)} against "
+           f"{md_escape(source)}.")
 with st.spinner("Running the pair through the network…"):
     b = breakdown(ref, dist, cfg.name, model)
 
@@ -93,7 +94,7 @@ contrib = b.contributions[li]
 order = np.argsort(contrib)[::-1]
 d_l = float(b.per_layer[li])
 
-grid = ui.size_hw(feats_x.shape[1:], unit="")  # positions, width × height as the app writes sizes
+grid = size_hw(feats_x.shape[1:], unit="")  # positions, width × height as the app writes sizes
 summary = pd.DataFrame([{
     "layer": layer, "channels": feats_x.shape[0], "grid (width×height)": grid,
     "d_l": d_l, "share of LPIPS": d_l / b.total if b.total else 0.0, "LPIPS": b.total,
@@ -121,7 +122,7 @@ st.plotly_chart(heatmaps_row({f"{layer}: per-position term (mean = d_l = {d_l:.4
 st.caption(f"The weighted squared difference of the normalised features at the layer's native "
            f"{grid} grid (width×height), before the spatial mean.")
 
-w_model = model if cfg.lin else ui.get_model(cfg.replace(lin=True), quiet=True)
+w_model = model if cfg.lin else get_model(cfg.replace(lin=True), quiet=True)
 weights = None if w_model is None else [w.detach().cpu().numpy().ravel() for w in w_model.channel_weights]
 c1, c2 = st.columns(2)
 with c1:

@@ -35,18 +35,22 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-import ui
 from lpips_core.images import ImageLoadError, image_to_png_bytes, load_image
 from lpips_explorer import environment
 from lpips_explorer.figures.study import agreement_chart, lin_weights_chart
-from lpips_explorer.study import access, present, scoring
+from lpips_explorer.study import access
 from lpips_explorer.study import fit as class_fit
 from lpips_explorer.study import prepare as prep
+from lpips_explorer.study import present, scoring
 from lpips_explorer.study import store as study_store
 from lpips_explorer.study import triplets as T
+from ui import links
 from ui import study as study_cache
 from ui import study_client
+from ui.choices import UPLOAD_TYPES
+from ui.models import availability, get_model, get_models
 from ui.study import SPECS
+from ui.text import md_escape
 
 log = logging.getLogger("lpips_explorer.study")
 DATA_ENV = "LPIPS_EXPLORER_DATA"  # named in the message shown when the database cannot be opened
@@ -107,7 +111,7 @@ PIXEL_SPECS = [s for s in SPECS if not s.learned]
 def _prepare(recipes, uploads) -> list[prep.Prepared]:
     """Every triplet's PNGs and metric values, with a progress bar (the one wait of a study)."""
     bar = st.progress(0.0, text="Loading the metrics…")
-    models = ui.get_models([s for s in SPECS if s.learned], quiet=True)  # unavailable ones are left out
+    models = get_models([s for s in SPECS if s.learned], quiet=True)  # unavailable ones are left out
 
     def progress(done: int, total: int) -> None:
         bar.progress(done / total,
@@ -139,7 +143,7 @@ def _version(store, study) -> int:
 def _load_model(spec):
     """A learned metric's model for the background job (``None`` when its weights are not here)."""
     try:
-        return ui.get_model(spec, quiet=True)
+        return get_model(spec, quiet=True)
     except Exception:  # noqa: BLE001 - the job lists it as not computed; the log has why
         log.warning("the model of %s could not be built", spec.name, exc_info=True)
         return None
@@ -148,7 +152,7 @@ def _load_model(spec):
 def _missing_metrics(rows) -> list:
     """The learned metrics this server can compute that the study's triplets do not have yet."""
     have = set(rows[0].distances or {}) if rows else set()
-    return [s for s in SPECS if s.learned and s.name not in have and ui.availability(s)[0]]
+    return [s for s in SPECS if s.learned and s.name not in have and availability(s)[0]]
 
 
 def start_metrics(store, study, rows) -> prep.MetricsJob | None:
@@ -199,7 +203,7 @@ def _class_results(store, study, rows, *, lecturer: bool) -> None:
     # students get the compact chart (the names inside the plot: it fits a 360 px phone)
     st.plotly_chart(agreement_chart(res["class"], n_judges=res["n_judges"], compact=not lecturer),
                     key="study_chart", config={"displayModeBar": False})
-    st.caption(f"{ui.md_escape(present.judges_text(res['n_judges']))}, {res['n_judgements']} answers on "
+    st.caption(f"{md_escape(present.judges_text(res['n_judges']))}, {res['n_judgements']} answers on "
                f"{len(res['per_triplet'])} of {res['n_triplets']} triplets. Each dot: the share of the class a "
                "metric agrees with (BAPPS' 2AFC score; \u201ccan't tell\u201d counts half to each copy), with its "
                "95% bootstrap interval over triplets. Blue: learned metrics; grey diamonds: MSE, PSNR, SSIM. "
@@ -207,7 +211,7 @@ def _class_results(store, study, rows, *, lecturer: bool) -> None:
     if res["unavailable"]:
         labels = {s.name: s.label for s in SPECS}
         st.caption("Not scored (weights not on this server): "
-                   + ", ".join(ui.md_escape(labels.get(k, k)) for k in res["unavailable"]))
+                   + ", ".join(md_escape(labels.get(k, k)) for k in res["unavailable"]))
     worst = sorted((p for p in res["per_triplet"] if "mse" in p["scores"]), key=lambda p: p["scores"]["mse"])[:3]
     worst = [p for p in worst if p["scores"]["mse"] < 0.5]
     if worst:
@@ -215,9 +219,9 @@ def _class_results(store, study, rows, *, lecturer: bool) -> None:
         for p in worst:
             row = rows[p["index"]]
             d0, d1 = row.distances["mse"]
-            st.markdown(f"**Triplet {p['index'] + 1}** · {ui.md_escape(row.family)}")
+            st.markdown(f"**Triplet {p['index'] + 1}** · {md_escape(row.family)}")
             st.html(present.triplet_html(row.ref_png, row.p0_png, row.p1_png, size="large", index=row.index))
-            st.caption(f"{ui.md_escape(present.votes_text(p['votes']))} MSE puts copy {1 if d0 < d1 else 2} closer "
+            st.caption(f"{md_escape(present.votes_text(p['votes']))} MSE puts copy {1 if d0 < d1 else 2} closer "
                        f"(MSE {d0:.4g} against {d1:.4g}), agreeing with {p['scores']['mse']:.0%} of the class.")
     by_family = res["class"]["by_family"]
     if len(by_family) > 1:
@@ -431,7 +435,7 @@ def _app_url() -> str:
     public = _settings().get("public_url")
     if isinstance(public, str) and public.strip():
         return public.strip().rstrip("/")
-    return ui.links.link(st.context.url, "", {}, served_path=URL_PATH).rstrip("/")
+    return links.link(st.context.url, "", {}, served_path=URL_PATH).rstrip("/")
 
 
 def _qr_html(link: str, width: str) -> str:
@@ -461,7 +465,7 @@ def _live(store, code: str, key: str) -> None:
     try:
         _live_view(store, code)
     except (study_store.StoreBusy, study_store.StoreUnavailable) as exc:
-        st.error(f"The class cannot be read right now: {ui.md_escape(getattr(exc, 'cause', 'the database is busy'))}. "
+        st.error(f"The class cannot be read right now: {md_escape(getattr(exc, 'cause', 'the database is busy'))}. "
                  "This view tries again every few seconds.", icon=":material/cloud_off:")
 
 
@@ -504,7 +508,7 @@ def _fit_ours(study, rows, judged) -> None:
                "answers like these. Fit them to this class's answers: each triplet is scored by weights fitted "
                "without it (cross-validation), beside the published weights and the unweighted baseline.")
     if st.button("Fit our own LPIPS", key="study_fit_button", icon=":material/model_training:"):
-        model = ui.get_model("lpips-alex-baseline", quiet=True)
+        model = get_model("lpips-alex-baseline", quiet=True)
         if model is None:
             st.warning("The AlexNet weights are not available on this server.", icon=":material/cloud_off:")
             return
@@ -512,7 +516,7 @@ def _fit_ours(study, rows, judged) -> None:
             try:
                 report = class_fit.fit_class(model, rows, judged)
             except ValueError as exc:
-                st.warning(ui.md_escape(str(exc)))
+                st.warning(md_escape(str(exc)))
                 return
         st.session_state[FIT_KEY] = {"code": study.code, "answers": len(judged), "report": report}
     held = st.session_state.get(FIT_KEY)
@@ -529,7 +533,7 @@ def _fit_ours(study, rows, judged) -> None:
                                   ("baseline", "baseline (all weights 1)"), ("human_ceiling", "human ceiling"))]
         st.table(pd.DataFrame(table).set_index("weights"))
         st.caption(f"{rep['triplets']} triplets, {rep['judges']} judges, {cv['folds']}-fold: "
-                   f"{ui.md_escape(cv['verdict'])}. Intervals: bootstrap over triplets.")
+                   f"{md_escape(cv['verdict'])}. Intervals: bootstrap over triplets.")
     if held["answers"] != len(judged):
         st.caption(f"Fitted on {held['answers']} answers; there are {len(judged)} now: press the button again.")
     st.download_button("Our LPIPS weights (.pth)", rep["weights"], f"study-{study.code}-lin-alex.pth",
@@ -543,7 +547,7 @@ def _fault(store) -> None:
     if fault is None or (time.time() - fault.when.timestamp()) > 600:
         return
     times = f", {fault.count} times since {fault.first:%H:%M:%S} UTC" if fault.count > 1 else ""
-    st.error(f"**Answers could not be saved** at {fault.when:%H:%M:%S} UTC{times}: {ui.md_escape(fault.cause)}. "
+    st.error(f"**Answers could not be saved** at {fault.when:%H:%M:%S} UTC{times}: {md_escape(fault.cause)}. "
              "Students were told *not saved \u2014 press again*; nothing was stored twice.",
              icon=":material/database:")
 
@@ -633,7 +637,7 @@ def _projector(store, study, key: str, where: str) -> None:
     st.header("The class, live")
     _live(store, study.code, key)
     with st.expander("Where the answers are stored"):
-        st.caption(f"Answers are stored in {ui.md_escape(where)} (shown in the lecturer view only), with an "
+        st.caption(f"Answers are stored in {md_escape(where)} (shown in the lecturer view only), with an "
                    "anonymous participant id each.")
 
 
@@ -666,7 +670,7 @@ def _create(store, top) -> None:
                                        "strengths; mixed ones (shift-vs-blur, …) one on each side")
         upload = None
         if source == SOURCES[2]:
-            upload = st.file_uploader("Image", type=list(ui.UPLOAD_TYPES), key="study_upload")
+            upload = st.file_uploader("Image", type=list(UPLOAD_TYPES), key="study_upload")
         each = st.toggle("Show what each metric said after every answer (off: only at the end)", value=True,
                          key="study_reveal_each")
         given = None
@@ -693,7 +697,7 @@ def _create(store, top) -> None:
             try:
                 png = image_to_png_bytes(load_image(upload, max_side=T.SOURCE_SIDE).array)
             except ImageLoadError as exc:
-                st.error(ui.md_escape(str(exc)))
+                st.error(md_escape(str(exc)))
                 return
             uid = T.upload_id(png)
             uploads[uid] = png
@@ -701,7 +705,7 @@ def _create(store, top) -> None:
         try:
             recipes = T.make_recipes(int(n), families=families, seed=int(seed), images=images, uploads=uploads)
         except ValueError as exc:
-            st.error(ui.md_escape(str(exc)))
+            st.error(md_escape(str(exc)))
             return
         done = _prepare_now(recipes, uploads, top)
         try:
@@ -712,7 +716,7 @@ def _create(store, top) -> None:
                                        pngs=[d.pngs for d in done], distances=[d.distances for d in done],
                                        metrics_pending=True)
         except (study_store.StoreBusy, study_store.StoreUnavailable) as exc:
-            st.error(f"The study could not be stored: {ui.md_escape(getattr(exc, 'cause', 'the database is busy'))}. "
+            st.error(f"The study could not be stored: {md_escape(getattr(exc, 'cause', 'the database is busy'))}. "
                      "Nothing was created; press *Create the study* again once that is fixed.")
             return
         start_metrics(store, study, store.triplets(study))
@@ -764,7 +768,7 @@ def main() -> None:
                    "closer to a reference? Answer it yourself with your class, then see which metric agrees "
                    "with you and with the class.")
         if code:
-            st.error(f"No study has the code {ui.md_escape(ui.links.shown(code, quote=False))}.")
+            st.error(f"No study has the code {md_escape(links.shown(code, quote=False))}.")
         _join()
         _create(store, top)
         return
@@ -786,7 +790,7 @@ def main() -> None:
                 _lecturer(store, study, key, where)
             except (study_store.StoreBusy, study_store.StoreUnavailable) as exc:
                 st.error(f"The study database cannot be used right now: "
-                         f"{ui.md_escape(getattr(exc, 'cause', 'it is busy'))}. Reload in a moment.",
+                         f"{md_escape(getattr(exc, 'cause', 'it is busy'))}. Reload in a moment.",
                          icon=":material/cloud_off:")
             return
         st.info(f"This is the lecturer's view of study {study.code}. Its key is never in this address, so that "

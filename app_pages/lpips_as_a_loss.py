@@ -8,15 +8,17 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-import ui
 from lpips_core.caching import LRU, content_digest
+from lpips_core.elpips import ELPIPS
 from lpips_core.spec import parse_specs
 from lpips_explorer import loss_lab
-from lpips_explorer.runtime.jobs import JobsBusy
-from lpips_core.elpips import ELPIPS
 from lpips_explorer.figures.loss import enlarge, fooling_curves, fooling_ratios, loss_curves, sharpness_bars
-from lpips_core.images import load_image
+from lpips_explorer.runtime.jobs import JobsBusy
 from ui.loss import sample as _sample
+from ui.models import device_name, get_models
+from ui.pair import reference, sample_names
+from ui.sessions import heavy_job
+from ui.text import md_escape, size_text
 
 BLUR_KEY, FOOL_KEY = "lal_blur", "lal_fool"
 KEEP = 4  # results kept per experiment in this session
@@ -104,10 +106,10 @@ st.markdown(
     "Every number below comes from the run you see; the runs are seeded."
 )
 
-device = ui.device_name()
+device = device_name()
 lab = loss_lab.defaults(device)
-ref, ref_name = ui.reference()
-st.caption(f"Reference: {ui.md_escape(ref_name)} (sidebar) · device: {device} · defaults for a "
+ref, ref_name = reference()
+st.caption(f"Reference: {md_escape(ref_name)} (sidebar) · device: {device} · defaults for a "
            f"{'CPU' if device == 'cpu' else 'GPU'}: images and step counts sized so that each experiment "
            f"finishes within a minute on an idle 2-core CPU. A time limit ({lab['blur']['max_seconds']:g} s) is the "
            "safety stop: if a busy machine reaches it, every loss has taken the same number of steps and the "
@@ -129,7 +131,7 @@ st.markdown(
     "Laplacian) of each result divided by the reference's."
 )
 
-models = {spec.label: m for spec, m in ui.get_models(LOSSES).items() if m is not None}
+models = {spec.label: m for spec, m in get_models(LOSSES).items() if m is not None}
 
 b = lab["blur"]
 with st.expander("Settings", expanded=False):
@@ -150,7 +152,7 @@ with st.expander("Settings", expanded=False):
 key = (content_digest(ref), int(size), int(copies), int(max_shift), int(steps), float(seconds), int(seed), tuple(chosen))
 if _run_buttons(BLUR_KEY):
     try:
-        with ui.heavy_job("This run"):  # one experiment at a time per server, whoever asks
+        with heavy_job("This run"):  # one experiment at a time per server, whoever asks
             bar, report = _progress(BLUR_KEY, 1 + len(chosen), float(seconds))
             result = loss_lab.mse_blur_experiment(
                 ref, {k: models[k] for k in chosen}, size=int(size), copies=int(copies), max_shift=int(max_shift),
@@ -194,7 +196,7 @@ else:
     st.plotly_chart(sharpness_bars({"mean of the copies": blur.mean_sharpness,
                                     **{k: r.sharpness for k, r in runs.items()}}), key="lal_blur_sharpness")
     side = blur.settings["size"]
-    st.caption(f"Images of {ui.size_text(side, side, labelled=True)}, shown enlarged by whole pixels · "
+    st.caption(f"Images of {size_text(side, side, labelled=True)}, shown enlarged by whole pixels · "
                "shifts (dy, dx): "
                f"{blur.shifts} · seed {blur.settings['seed']} · Adam, learning rate from {blur.settings['lr']:g} "
                "to 0 on a cosine of the step number, image clamped to [0, 1] · each loss in its own input "
@@ -229,7 +231,7 @@ fool_models = {"LPIPS · VGG16": vgg, "LPIPS · AlexNet": models.get("LPIPS · A
 if vgg is not None:
     fool_models[ELPIPS_LABEL] = "elpips"
 fool_models = {k: m for k, m in fool_models.items() if m is not None}
-names = ui.sample_names()
+names = sample_names()
 with st.expander("Settings", expanded=False):
     c1, c2, c3 = st.columns(3)
     target_name = c1.selectbox("Target photo", names, index=names.index("coffee") if "coffee" in names else 0,
@@ -251,7 +253,7 @@ fkey = (content_digest(ref), target_name, float(eps), int(fsize), int(fsteps), f
         tuple(fchosen))
 if _run_buttons(FOOL_KEY):
     try:
-        with ui.heavy_job("This run"):
+        with heavy_job("This run"):
             bar, report = _progress(FOOL_KEY, max(1, len(fchosen)), float(fseconds))
             chosen_models = {k: ELPIPS(vgg, seed=int(fseed)) if fool_models[k] == "elpips" else fool_models[k]
                              for k in fchosen}
@@ -294,6 +296,6 @@ else:
                         key="lal_fool_curves")
     fside = fool.settings["size"]
     st.caption(f"Source to target: RMS {fool.source_to_target:.3f} · ε = {fool.eps:g} · images of "
-               f"{ui.size_text(fside, fside, labelled=True)}, shown enlarged by whole pixels · "
+               f"{size_text(fside, fside, labelled=True)}, shown enlarged by whole pixels · "
                f"seed {fool.settings['seed']} · "
                "step size on a cosine of the step number · RMS distance on the 0–1 pixel scale.")

@@ -15,16 +15,18 @@ from pathlib import Path
 
 import streamlit as st
 
-import ui
 from lpips_core.datasets.archive import dataset_folders
 from lpips_explorer.figures.maps import map_overlay
 from lpips_explorer.figures.space import diversity_scale, image_strip, space_map
 from lpips_explorer.runtime.jobs import JobsBusy
-from lpips_explorer.space_view import analyse_set, group_diversity
+from lpips_explorer.space_view import group_diversity
 from ui import uploads
 from ui.diversity import reference_points
-from ui.uploads import demo_root, over_budget
+from ui.models import get_model, sidebar_spec
+from ui.sessions import heavy_job
 from ui.space import MAX_K, view
+from ui.text import distance_text, md_escape, size_text
+from ui.uploads import demo_root, over_budget
 
 SOURCES = ("Built-in demo set", "A zip of images")
 SIZES = ("native", 64, 128, 256)
@@ -45,7 +47,7 @@ def folder_from_zip() -> Path | None:
     root = unpacked[0]
     too_big = over_budget([root], digest, "python -m lpips_core diversity DIR")
     if too_big:
-        st.error(ui.md_escape(too_big))
+        st.error(md_escape(too_big))
         return None
     return dataset_folders(root)[0]  # inside a single top-level folder, names start below it
 
@@ -78,10 +80,10 @@ def for_scale(v, spec, model, is_demo: bool) -> None:
     points[this] = v.stats["mean"]
     st.html(diversity_scale(points, this=this))
     dh, dw = demo.input_size
-    st.caption(f"For scale, under the same configuration. Made here at {ui.size_text(w, h)}: six copies of one "
+    st.caption(f"For scale, under the same configuration. Made here at {size_text(w, h)}: six copies of one "
                "image, each with its own faint noise (σ = 0.01: near-duplicates, close to 0), and six independent "
                "noise images (LPIPS finds them alike: one texture). From the demo set "
-               f"({ui.size_text(dw, dh)}): its 12 reference patches, two from each of six photos (different "
+               f"({size_text(dw, dh)}): its 12 reference patches, two from each of six photos (different "
                "photos), and all 36 images (the demo set).")
 
 
@@ -95,7 +97,7 @@ st.markdown(
 c0, c1, c2 = st.columns([1.4, 1, 1])
 source = c0.radio("Images", SOURCES, key="sp_source")
 size = c1.selectbox("Working size", SIZES, key="sp_size", format_func=lambda s: "native" if s == "native" else
-                    ui.size_text(s, s), help="LPIPS compares images of one size: choose one when the set's sizes differ.")
+                    size_text(s, s), help="LPIPS compares images of one size: choose one when the set's sizes differ.")
 k = c2.slider("Neighbours shown", 1, MAX_K, 5, key="sp_k")
 if source == SOURCES[0]:
     folder = Path(demo_root())
@@ -105,18 +107,18 @@ else:
     folder = folder_from_zip()
 if folder is None:
     st.stop()
-spec = ui.sidebar_spec().replace(size=None if size == "native" else size)
-model = ui.get_model(spec)
+spec = sidebar_spec().replace(size=None if size == "native" else size)
+model = get_model(spec)
 if model is None:
     st.stop()
 try:
     if source == SOURCES[0]:  # the demo set: small, and cached for every visitor
         v = view(str(folder), spec.name, model)
     else:  # an upload: one of the server's heavy-job slots
-        with ui.heavy_job("Embedding the set"):
+        with heavy_job("Embedding the set"):
             v = view(str(folder), spec.name, model)
 except ValueError as exc:
-    st.error(ui.md_escape(str(exc)))
+    st.error(md_escape(str(exc)))
     st.stop()
 except JobsBusy as exc:
     st.error(str(exc))
@@ -127,10 +129,10 @@ names = v.names
 s = v.stats
 lo, hi = s["ci95"]
 m1, m2 = st.columns([1, 1.5])
-m1.metric("Diversity (mean LPIPS)", ui.distance_text(s["mean"]))
-m2.metric("95 % interval", "—" if lo is None else f"{ui.distance_text(lo)}–{ui.distance_text(hi)}")
+m1.metric("Diversity (mean LPIPS)", distance_text(s["mean"]))
+m2.metric("95 % interval", "—" if lo is None else f"{distance_text(lo)}–{distance_text(hi)}")
 st.caption(f"Over all {s['pairs']} pairs of {s['images']} images; {spec.name} at "
-           f"{ui.size_text(v.input_size[1], v.input_size[0], labelled=True)}. Interval: jackknife over images (leave one image out), since pairs that share "
+           f"{size_text(v.input_size[1], v.input_size[0], labelled=True)}. Interval: jackknife over images (leave one image out), since pairs that share "
            "an image are not independent draws."
            + (f" {len(v.skipped)} unreadable file(s) left out." if v.skipped else ""))
 for_scale(v, spec, model, source == SOURCES[0])
@@ -154,9 +156,9 @@ st.selectbox("Query", names, key="sp_query")
 query = names.index(st.session_state["sp_query"])
 idx, dist = v.nn_index[query][:k], v.nn_distance[query][:k]
 st.plotly_chart(image_strip([v.thumbs[query]] + [v.thumbs[int(j)] for j in idx],
-                            ["query"] + [f"{r} · {ui.distance_text(dv)}" for r, dv in enumerate(dist, start=1)],
+                            ["query"] + [f"{r} · {distance_text(dv)}" for r, dv in enumerate(dist, start=1)],
                             hover=[names[query]] + [names[int(j)] for j in idx], height=170), key="sp_strip")
-st.caption("Nearest first: " + " · ".join(f"{r}. {ui.md_escape(names[int(j)])} ({ui.distance_text(dv)})"
+st.caption("Nearest first: " + " · ".join(f"{r}. {md_escape(names[int(j)])} ({distance_text(dv)})"
                                          for r, (j, dv) in enumerate(zip(idx, dist), 1))
            + ". Equal distances (identical images) go by name; the same search as "
            "`python -m lpips_core neighbours DIR DIR`.")
@@ -167,10 +169,10 @@ cols = st.columns(2)
 for col, label in zip(cols, ("closest", "farthest")):
     p = v.pairs[label]
     with col:
-        st.markdown(f"**{label.capitalize()}**: {ui.md_escape(names[p['i']])} and {ui.md_escape(names[p['j']])}, "
-                    f"LPIPS {ui.distance_text(p['d'])}")
-        st.image([p["a"], p["b"]], caption=[ui.md_escape(names[p["i"]]), ui.md_escape(names[p["j"]])], width=120)
+        st.markdown(f"**{label.capitalize()}**: {md_escape(names[p['i']])} and {md_escape(names[p['j']])}, "
+                    f"LPIPS {distance_text(p['d'])}")
+        st.image([p["a"], p["b"]], caption=[md_escape(names[p["i"]]), md_escape(names[p["j"]])], width=120)
         # the pair's one number, written by the same function as in the sentence above (the map's own
         # mean differs from it in the last digit: the layers' maps are upsampled to the image)
-        st.plotly_chart(map_overlay(p["b"], p["map"], title=f"spatial map · LPIPS {ui.distance_text(p['d'])}",
+        st.plotly_chart(map_overlay(p["b"], p["map"], title=f"spatial map · LPIPS {distance_text(p['d'])}",
                                     height=280), key=f"sp_pair_{label}")

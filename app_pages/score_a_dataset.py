@@ -20,7 +20,6 @@ from pathlib import Path
 
 import streamlit as st
 
-import ui
 from lpips_core import WeightsUnavailable, metric_registry
 from lpips_core.cells import frame_to_csv
 from lpips_core.datasets import Scorer, match_folders, parse_spec, score_pairs
@@ -30,14 +29,19 @@ from lpips_core.datasets.loader import MISMATCH_POLICIES
 from lpips_core.datasets.maps import worst_maps
 from lpips_core.datasets.methods import compare_methods, same_ranking
 from lpips_core.datasets.score import package_versions
-from lpips_core.spec import MetricSpec
 from lpips_core.images import DEFAULT_MAX_PIXELS
+from lpips_core.spec import MetricSpec
 from lpips_explorer import dataset_view as view
 from lpips_explorer.figures.datasets import distributions
 from lpips_explorer.figures.maps import map_overlay
 from lpips_explorer.runtime.jobs import JobsBusy
 from lpips_explorer.runtime.scratch import ScratchFull
 from ui import uploads
+from ui.choices import UPLOAD_TYPES
+from ui.fragments import page_fragment
+from ui.models import available_nets, device_name, get_model
+from ui.sessions import heavy_job
+from ui.text import NET_LABELS, md_escape, md_frame, significant, size_text
 from ui.uploads import demo_root
 from ui.uploads import replace_root as _replace_root
 
@@ -87,9 +91,9 @@ def folders_from_zip() -> dict | None:
 
 def folders_from_files() -> dict | None:
     c1, c2 = st.columns(2)
-    refs = c1.file_uploader("References (ground truth)", type=ui.UPLOAD_TYPES, accept_multiple_files=True,
+    refs = c1.file_uploader("References (ground truth)", type=UPLOAD_TYPES, accept_multiple_files=True,
                             key="ds_files_ref")
-    tests = c2.file_uploader("Test images (a method's outputs, same names)", type=ui.UPLOAD_TYPES,
+    tests = c2.file_uploader("Test images (a method's outputs, same names)", type=UPLOAD_TYPES,
                              accept_multiple_files=True, key="ds_files_test")
     if not refs or not tests:
         st.info("Upload both sets; files are paired by name without extension.")
@@ -111,7 +115,7 @@ def folders_from_files() -> dict | None:
     try:
         root, _ = _replace_root(FILES_ROOT, h.hexdigest(), "files", size, write)
     except ScratchFull as exc:
-        st.error(ui.md_escape(str(exc)))
+        st.error(md_escape(str(exc)))
         return None
     return {"label": "uploaded files", "reference": root / "reference", "methods": {"test": root / "test"}}
 
@@ -130,7 +134,7 @@ def model_of(spec):
     Raises:
         WeightsUnavailable: its weights are not here (the getter has shown why and the fix).
     """
-    model = ui.get_model(spec)
+    model = get_model(spec)
     if model is None:
         raise WeightsUnavailable(f"{parse_spec(spec).label} cannot be loaded (see above)")
     return model
@@ -139,7 +143,7 @@ def model_of(spec):
 def scorer_for(names: tuple[str, ...]) -> Scorer:
     """A scorer of ``names`` on the app's cached models (one per metric, net and version, lin weights)."""
     specs = [s for s in map(parse_spec, names) if s.learned]
-    return Scorer(names, device=ui.device_name(),
+    return Scorer(names, device=device_name(),
                   models={Scorer.model_key(s): model_of(Scorer.model_key(s)) for s in specs})
 
 
@@ -154,7 +158,7 @@ def run_scoring(dataset: dict, names: tuple[str, ...], mismatch: str) -> dict:
 
         def step(done: int, total: int, k=k, label=label) -> None:
             frac = (k + (done / total if total else 1.0)) / len(methods)
-            bar.progress(min(frac, 1.0), text=f"Scoring {ui.md_escape(label)}: {done} of {total} pairs")
+            bar.progress(min(frac, 1.0), text=f"Scoring {md_escape(label)}: {done} of {total} pairs")
 
         runs[label] = score_pairs(disc, names, mismatch=mismatch, workers=0, scorer=scorer, progress=step,
                                   max_pixels=DEFAULT_MAX_PIXELS)
@@ -179,7 +183,7 @@ def short(text: str, limit: int = 28) -> str:
 
 
 def number(v) -> str:
-    return ui.significant(v, 4)
+    return significant(v, 4)
 
 
 def table(frame, key: str, numbers=()) -> None:
@@ -187,7 +191,7 @@ def table(frame, key: str, numbers=()) -> None:
     significant digits, in a container with ``key`` (the browser tests find it by that). ``st.table``
     reads cells and headers as Markdown: their text (folder names among it) goes through :func:`ui.md_frame`."""
     with st.container(key=key):
-        st.table(ui.md_frame(frame).style.format({ui.md_escape(c): number for c in numbers}, na_rep="—"),
+        st.table(md_frame(frame).style.format({md_escape(c): number for c in numbers}, na_rep="—"),
                  hide_index=True)
 
 
@@ -195,7 +199,7 @@ def table(frame, key: str, numbers=()) -> None:
 def _nets_follow_name() -> None:
     """The backbones field follows the written name: what it names (with weights here), else
     every available backbone; "search every configuration" selects them all."""
-    available = ui.available_nets()
+    available = available_nets()
     reading = view.name_reading(st.session_state.get("ds_written"), available)
     st.session_state["ds_explain_nets"] = list(available) if st.session_state.get("ds_explain_all") else reading.nets
 
@@ -223,7 +227,7 @@ def explain_section(result: dict, signature: tuple) -> None:
     st.subheader("Explain a reported number")
     st.markdown("Which LPIPS configuration gives a paper's number on these pairs? The dataset mean under every "
                 "backbone, version, lin or baseline, input range, colour or gray and size, closest first.")
-    available = ui.available_nets()
+    available = available_nets()
     if "ds_explain_nets" not in st.session_state:
         _nets_follow_name()
     c1, c2, c3 = st.columns([1, 2, 1])
@@ -239,38 +243,38 @@ def explain_section(result: dict, signature: tuple) -> None:
                                "that match it." if search_all else " The search is narrowed to that (the "
                                "backbones below can be changed)."))
     if reading.missing:
-        st.warning(f"The name says {', '.join(ui.NET_LABELS[n] for n in reading.missing)}, whose weights are not "
+        st.warning(f"The name says {', '.join(NET_LABELS[n] for n in reading.missing)}, whose weights are not "
                    "here: that backbone cannot be searched.")
     c4, c5 = st.columns(2)
-    nets = c4.multiselect("Backbones", available, key="ds_explain_nets", format_func=ui.NET_LABELS.get,
+    nets = c4.multiselect("Backbones", available, key="ds_explain_nets", format_func=NET_LABELS.get,
                           help="Default: what the name says, else every backbone whose weights are here. "
                                "VGG16 takes about ten times AlexNet's time on a CPU.")
     offered = view.explain_sizes(result["runs"][target].rows)
     sizes = c5.multiselect("Sizes", offered, default=[s for s in offered if s in ("native", 64, 256)],
                            key="ds_explain_sizes",
-                           format_func=lambda s: s if s == "native" else ui.size_text(s, s),
+                           format_func=lambda s: s if s == "native" else size_text(s, s),
                            help="Both images resized to this square before the network; native: as they are.")
     if st.button("Find the configuration", type="primary", key="ds_explain_go"):
         if not nets or not sizes:
             st.warning("Choose at least one backbone and one size.")
         else:
             try:
-                with ui.heavy_job("Explaining"):
+                with heavy_job("Explaining"):
                     st.session_state[EXPLAINED] = ((signature, target), run_explain(
                         result["discoveries"][target], reported, written.strip() or None, search_all, nets, sizes,
                         result["mismatch"]))
             except (WeightsUnavailable, ValueError) as exc:
-                st.error(ui.md_escape(str(exc), links=True))
+                st.error(md_escape(str(exc), links=True))
             except JobsBusy as exc:
                 st.error(str(exc))
     stored = st.session_state.get(EXPLAINED)
     if not stored or stored[0] != (signature, target):
         return
     ex = stored[1]
-    {"one": st.success, "several": st.warning, "none": st.error}[ex["verdict"]](ui.md_escape(ex["sentence"]))
-    st.caption(f"Reported {ex['reported']:g}" + (f" as “{ui.md_escape(ex['name'])}”" if ex["name"] else "")
-               + f", over {ex['pairs']} pairs of {ui.md_escape(target)}. Searched "
-               + ui.md_escape(view.search_text(ex)) + ".")
+    {"one": st.success, "several": st.warning, "none": st.error}[ex["verdict"]](md_escape(ex["sentence"]))
+    st.caption(f"Reported {ex['reported']:g}" + (f" as “{md_escape(ex['name'])}”" if ex["name"] else "")
+               + f", over {ex['pairs']} pairs of {md_escape(target)}. Searched "
+               + md_escape(view.search_text(ex)) + ".")
     frame = view.explain_frame(ex, top=TOP)
     table(frame.drop(columns=["spec"]), "ds_explain_table", ("mean", "z"))
     st.caption("Closest first (the top 10). ★: the 95 % interval of the mean holds the reported value; z: standard "
@@ -286,7 +290,7 @@ def explain_section(result: dict, signature: tuple) -> None:
                    + f"; {race['passes']} of {race['passes_full']} pair passes ran. The first {TOP} rows "
                    "and the verdict are the full search's; *Search every configuration on every pair* computes all.")
     if ex["unavailable"]:
-        st.caption("Not searched: " + "; ".join(f"{ui.NET_LABELS.get(k, k)} ({ui.md_escape(v)})"
+        st.caption("Not searched: " + "; ".join(f"{NET_LABELS.get(k, k)} ({md_escape(v)})"
                                                 for k, v in ex["unavailable"].items()))
     box = st.expander("Spec names (for --metrics)", key="ds_explain_specs", on_change="rerun")
     with box:
@@ -331,13 +335,13 @@ signature = (dataset["label"], str(dataset["reference"]), tuple(map(str, dataset
              mismatch)
 if st.button("Score", type="primary", key="ds_score"):
     if source != SOURCES[0] and (why := over_budget(dataset)):
-        st.error(ui.md_escape(why))
+        st.error(md_escape(why))
         st.stop()
     try:
-        with ui.heavy_job("Scoring"):
+        with heavy_job("Scoring"):
             st.session_state[RESULT] = (signature, run_scoring(dataset, names, mismatch))
     except WeightsUnavailable as exc:
-        st.error(ui.md_escape(str(exc), links=True))
+        st.error(md_escape(str(exc), links=True))
         st.stop()
     except JobsBusy as exc:
         st.error(str(exc))
@@ -357,14 +361,14 @@ for label, disc in result["discoveries"].items():
     rep = disc.report()
     run = result["runs"][label]
     skipped = ", ".join(f"{v} {k}" for k, v in run.summary["skipped_by_reason"].items())
-    st.caption(f"{ui.md_escape(label)}: {rep['pairs']} pairs · {run.summary['skipped']} skipped"
+    st.caption(f"{md_escape(label)}: {rep['pairs']} pairs · {run.summary['skipped']} skipped"
                + (f" ({skipped})" if skipped else "")
                + f" · unmatched: {rep['only_reference']} reference, {rep['only_test']} test · duplicate names: "
                f"{rep['duplicates']} · non-images: {rep['ignored']}")
 summary = view.summary_frame(result["runs"])
 table(summary.drop(columns=["spec"]), "ds_summary", ("mean", "std", "95% CI low", "95% CI high"))
 st.caption("std: sample standard deviation (ddof = 1); 95 % CI: Student t interval of the mean. The tables' columns: "
-           + "; ".join(f"{ui.md_escape(parse_spec(n).label)} = `{n}`" for n in names) + ".")
+           + "; ".join(f"{md_escape(parse_spec(n).label)} = `{n}`" for n in names) + ".")
 
 st.subheader("Every pair")
 pairs = view.pairs_frame(result["runs"])
@@ -379,14 +383,14 @@ st.plotly_chart(distributions(pairs, names), key="ds_dist")
 comp = None
 if len(result["runs"]) == 2:
     (la, ra), (lb, rb) = result["runs"].items()
-    st.subheader(f"{ui.md_escape(la)} vs {ui.md_escape(lb)}")
+    st.subheader(f"{md_escape(la)} vs {md_escape(lb)}")
     comp = compare_methods(ra.rows, rb.rows, names, labels=(la, lb))
     table(view.versus_frame(comp, (la, lb)).drop(columns=["spec"]), "ds_versus",
           (f"mean {la}", f"mean {lb}", "A − B", "95% CI low", "95% CI high"))
     if same_ranking(comp):
-        st.success(f"Every metric ranks the methods the same way ({ui.md_escape(comp[0]['better'])} is better).")
+        st.success(f"Every metric ranks the methods the same way ({md_escape(comp[0]['better'])} is better).")
     else:
-        verdicts = ", ".join(f"{parse_spec(c['metric']).label} → {ui.md_escape(c['better'])}" for c in comp)
+        verdicts = ", ".join(f"{parse_spec(c['metric']).label} → {md_escape(c['better'])}" for c in comp)
         st.warning(f"The metrics disagree on which method is better: {verdicts}.")
     st.caption("A − B: the mean of the paired differences over the pairs both methods scored, with its Student t "
                "interval (scipy.stats.t); clear: the interval excludes 0. Lower is better for MSE, LPIPS, ST-LPIPS "
@@ -405,13 +409,13 @@ with box:
     elif box.open:
         if "diversity" not in result:
             try:
-                with ui.heavy_job("Measuring diversity"):
+                with heavy_job("Measuring diversity"):
                     with st.spinner("One forward pass per image, then all pairs…"):
                         result["diversity"] = view.folder_diversity(model_of(dspec), dspec, result["folders"])
             except JobsBusy as exc:
                 st.error(str(exc))
             except (ValueError, TypeError, WeightsUnavailable) as exc:
-                st.error(ui.md_escape(str(exc), links=True))
+                st.error(md_escape(str(exc), links=True))
         if "diversity" in result:
             div = result["diversity"]
             table(div if div["note"].any() else div.drop(columns=["note"]), "ds_diversity_table",
@@ -429,7 +433,7 @@ if spec is None:
 else:
     if "maps" not in result:  # computed once per scoring, not on every rerun
         try:
-            with ui.heavy_job("Drawing the worst pairs' maps"):
+            with heavy_job("Drawing the worst pairs' maps"):
                 found = worst_maps(model_of(spec), spec,
                                    {label: (result["discoveries"][label], run.rows)
                                     for label, run in result["runs"].items()}, k=WORST, mismatch=result["mismatch"])
@@ -439,7 +443,7 @@ else:
         except JobsBusy as exc:
             st.error(str(exc))
         except (ValueError, WeightsUnavailable) as exc:
-            st.error(ui.md_escape(str(exc), links=True))
+            st.error(md_escape(str(exc), links=True))
     shown = result.get("maps", [])
     for i in range(0, len(shown), 2):  # row by row: reading order, also when the columns stack on a phone
         for j, (col, fig) in enumerate(zip(st.columns(2), shown[i:i + 2]), i):
@@ -449,7 +453,7 @@ else:
                "is the pair's score, up to that upsampling).")
 
 # ---- explain a reported number
-@ui.page_fragment("Score a dataset", "score_a_dataset")
+@page_fragment("Score a dataset")
 def explain_fragment() -> None:
     """Its widgets rerun this part alone: the tables and maps above are neither rebuilt nor re-sent."""
     explain_section(result, stored[0])

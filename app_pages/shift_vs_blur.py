@@ -11,15 +11,23 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-import ui
 from lpips_core.caching import content_digest
 from lpips_core.spec import CLASSIC
 from lpips_explorer.figures.lessons import EXTRA_ROWS, METRIC_ROWS, layer_ratio_curves, shift_blur_ratios, sweep_curves
 from lpips_explorer.figures.maps import abs_difference
 from lpips_explorer.lab import classic_label
 from lpips_explorer.shift_blur import DEFAULT_SHIFT, DEFAULT_SIGMA, MAP_SHIFTS, SHIFT_BOUNDARY, SHIFTS, SIGMAS
+from ui import links
+from ui.links import Field
+from ui.models import get_models, sidebar_spec
+from ui.pair import reference
 from ui.shift_blur import (classic, copy_of, curve, distance, remember, remembered, stripes_figure, stripes_lesson,
                            why_maps_figure)
+from ui.text import NET_LABELS, md_escape, size_text, verdict
+from ui.widgets import extras_picker
+
+#: The widgets a link reproduces (:func:`ui.links.declare`).
+LINKED = (Field("svb_present", "bool"), Field("svb_shift", "int", 0, 8), Field("svb_blur", "float", 0.0, 3.0))
 
 #: The backbones the lesson shows beside the sidebar's (with the sidebar's version and head).
 LESSON_NETS = ("alex", "vgg")
@@ -49,19 +57,20 @@ class Section:
 # Presentation view: what the lesson needs (the sliders, the five images, the chart and the verdict)
 # fits a 1024×768 window with the sidebar open; the settings (reference caption, successor metrics)
 # come after the answer. Measured in Chromium at 1024×768: the verdict had ended at 1,016 px.
+links.declare(*LINKED)
 head, switch = st.columns([3, 2], vertical_alignment="bottom")
 head.title("Shift vs blur")
 present = switch.toggle("Presentation view", value=True, key="svb_present",
                         help="The answer on one 1024×768 screen; the settings and details come below it.")
 st.markdown("We barely see a one-pixel shift but plainly see a blur; pixel metrics see it the other way "
             "round, and LPIPS comes much closer to us.")
-ref, ref_name = ui.reference()
+ref, ref_name = reference()
 ref_id = content_digest(ref)
-cfg = ui.sidebar_spec()
+cfg = sidebar_spec()
 H, W = ref.shape[:2]
-ref_caption = (f"Reference: {ui.md_escape(ref_name)} · {ui.size_text(W, H, labelled=True)} · "
+ref_caption = (f"Reference: {md_escape(ref_name)} · {size_text(W, H, labelled=True)} · "
                f"LPIPS: v{cfg.version}, {'lin' if cfg.lin else 'baseline'}, sidebar backbone "
-               f"{ui.NET_LABELS[cfg.net]} · shift boundary: {SHIFT_BOUNDARY}")
+               f"{NET_LABELS[cfg.net]} · shift boundary: {SHIFT_BOUNDARY}")
 if not present:
     st.caption(ref_caption)
 c1, c2 = st.columns(2)
@@ -77,14 +86,14 @@ for col, img, cap in zip(st.columns(5), (ref, shifted, blurred, d_shift, d_blur)
 
 # the sidebar's metric on its backbone first, then on the lesson's backbones
 lesson = list(dict.fromkeys([cfg, *(cfg.replace(net=n) for n in LESSON_NETS)]))
-models = {spec: m for spec, m in ui.get_models(lesson).items() if m is not None}
+models = {spec: m for spec, m in get_models(lesson).items() if m is not None}
 # where the chart and the verdict go: in the presentation view a slot above the settings, filled
 # below once every number is known; else in turn, after the successor picker
 answer = st.container() if present else st
 if present:
     st.caption(ref_caption)
-extras = ui.extras_picker("svb_successors")
-models.update((spec, m) for spec, m in ui.get_models(extras).items() if m is not None)
+extras = extras_picker("svb_successors")
+models.update((spec, m) for spec, m in get_models(extras).items() if m is not None)
 learned = [spec.label for spec in models]
 
 rows = {name: [classic(ref_id, ref, "shift", s)[name], classic(ref_id, ref, "blur", sigma)[name]]
@@ -104,13 +113,13 @@ if any(np.isfinite(v) and v > 0 for v in ratios.values()):
     left.container(key="svb_ratio").html(shift_blur_ratios(ratios, highlight=highlight).html)
 else:
     left.info("Move both sliders off 0 to compare the two copies.")
-parts = [ui.verdict("MSE", *rows["MSE"]), ui.verdict("SSIM", *rows["SSIM"], higher_is_better=True)]
+parts = [verdict("MSE", *rows["MSE"]), verdict("SSIM", *rows["SSIM"], higher_is_better=True)]
 for spec in models:
-    text = ui.verdict(spec.label, *rows[spec.label])
+    text = verdict(spec.label, *rows[spec.label])
     parts.append(f"**{text} (the sidebar's backbone)**" if spec == cfg else text)
 right.markdown(f"**Verdict at a {s:g} px shift and σ = {sigma:g}:** " + "; ".join(parts) + ".")
 if cfg not in models:
-    right.caption(f"The sidebar's backbone ({ui.NET_LABELS[cfg.net]}) is unavailable here; the others are shown.")
+    right.caption(f"The sidebar's backbone ({NET_LABELS[cfg.net]}) is unavailable here; the others are shown.")
 if not models:
     answer.info("No LPIPS backbone is available, so only the pixel metrics are shown.")
 

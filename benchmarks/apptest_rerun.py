@@ -52,13 +52,15 @@ def main(argv=None) -> int:
         raise SystemExit(f"the Distortion lab raised: {at.exception[0].value}")
 
     # What the lab evaluated: the sidebar's metric on every available backbone plus the chosen extra metrics.
-    import ui
+    from ui import state
+    from ui.choices import DEFAULT_SPEC
+    from ui.text import NET_LABELS
     from lpips_core.spec import parse_spec
 
     ref = at.session_state["ref_image"]
-    evaluated = [s for s in (ui.DEFAULT_SPEC.replace(net=n) for n in ui.NET_LABELS) if s.availability()[0]]
-    evaluated += [parse_spec(name) for name in at.session_state[ui.state.EXTRA_METRICS]] \
-        if ui.state.EXTRA_METRICS in at.session_state else []
+    evaluated = [s for s in (DEFAULT_SPEC.replace(net=n) for n in NET_LABELS) if s.availability()[0]]
+    evaluated += [parse_spec(name) for name in at.session_state[state.EXTRA_METRICS]] \
+        if state.EXTRA_METRICS in at.session_state else []
     dist = gaussian_blur(ref, sigmas[-1])
     floor_parts = {}
     with torch.inference_mode():

@@ -13,6 +13,8 @@ import math
 import numbers
 from typing import Sequence
 
+from lpips_core.cells import number
+
 __all__ = ["SIZE_LABEL", "distance_text", "plotly_escape", "significant", "signed", "size_hw", "size_text"]
 
 #: What the two numbers of a size are, in the order :func:`size_text` writes them.
@@ -68,15 +70,7 @@ def significant(value: float, digits: int = 2) -> str:
         >>> significant(0.000581), significant(5.8e-5), significant(0.1234), significant(0.0)
         ('0.00058', '5.8e-5', '0.12', '0')
     """
-    if value is None or math.isnan(value):
-        return "n/a"
-    if math.isinf(value):
-        return "∞" if value > 0 else "−∞"
-    if digits < 1:
-        raise ValueError(f"digits must be at least 1, got {digits!r}")
-    text = f"{value:.{digits}g}"
-    mantissa, e, exponent = text.partition("e")
-    return f"{mantissa}e{int(exponent)}" if e else text
+    return number(value, digits, significant=True, none="n/a")
 
 
 def distance_text(value: float) -> str:
@@ -89,9 +83,7 @@ def distance_text(value: float) -> str:
         >>> distance_text(1.19113), distance_text(0.0)
         ('1.1911', '0.0000')
     """
-    if value is None or math.isnan(value):
-        return "n/a"
-    return f"{value:.4f}"
+    return number(value, 4, none="n/a")
 
 
 def signed(value: float, digits: int = 1, *, unit: str = "") -> str:

@@ -31,7 +31,28 @@ def test_every_page_has_a_url_path_and_the_browser_suite_knows_them():
     paths = [p for _, p in linkable]
     assert len(paths) == len(set(paths)) and all(paths)
     assert {p for _, p in nav if p} <= set(paths)
-    assert set(links.PAGE_FIELDS) <= set(paths), "ui.links.PAGE_FIELDS names a page app.py does not have"
+
+
+def test_each_page_declares_the_widgets_its_links_carry():
+    """A page's linked fields (``links.declare``) are its own widgets' keys, and a page that
+    declares them calls ``links.declare`` before drawing them."""
+    declared = {}
+    for page in sorted((REPO / "app_pages").glob("*.py")):
+        text = page.read_text()
+        tree = ast.parse(text)
+        keys = [ast.literal_eval(n.args[0]) for n in ast.walk(tree) if isinstance(n, ast.Call)
+                and getattr(n.func, "id", getattr(n.func, "attr", "")) == "Field"]
+        calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "attr", "") == "declare"]
+        for key in keys:
+            assert f'key="{key}"' in text, f"{page.name} links {key!r}, which is not one of its widgets' keys"
+            assert calls, f"{page.name} has linked fields but does not call links.declare"
+            widget = text.index(f'key="{key}"')
+            assert min(text.index(ast.get_source_segment(text, c)) for c in calls) < widget, page.name
+        declared[page.stem] = keys
+    assert declared["shift_vs_blur"] == ["svb_present", "svb_shift", "svb_blur"]
+    assert declared["distortion_lab"] == ["lab_opacity"] and declared["inside_a_layer"] == ["ial_w2"]
+    assert declared["debug_a_score"] == ["dbg_opacity"]
+    assert not hasattr(links, "PAGE_FIELDS")
 
 
 # --------------------------------------------------------------------------- pure parsing

@@ -110,12 +110,12 @@ def test_unavailable_real_net_is_explained(app, monkeypatch):
         return (False, f"no {n} weights in this test") if n == net else real(n)
 
     monkeypatch.setattr(weights, "availability", fake)
-    import ui
+    from ui import models
 
-    ui.models._availability.clear()
+    models._availability.clear()
     try:
         at = _open(app)
         assert net not in at.multiselect(key="cal_real_nets").options
         assert any(f"no {net} weights in this test" in c.value for c in at.caption)
     finally:
-        ui.models._availability.clear()
+        models._availability.clear()

@@ -115,7 +115,8 @@ def test_mixed_sizes_ask_for_a_working_size_and_squeezenet_stops_cleanly(app, tm
     at = ok(at.selectbox(key="sp_size").set_value(64).run())
     assert any(c.value.startswith("Over all 3 pairs of 3 images; lpips-alex-0.1-lin-[-1,1]@64 at 64×64 px (width×height)")
                for c in at.caption)
-    from ui import DEFAULT_SPEC, availability
+    from ui.choices import DEFAULT_SPEC
+    from ui.models import availability
 
     if not availability(DEFAULT_SPEC.replace(net="squeeze"))[0]:  # no SqueezeNet weights offline: the reason, no traceback
         at = ok(at.selectbox(key="net").set_value("squeeze").run())

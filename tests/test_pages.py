@@ -16,7 +16,7 @@ from lpips_explorer import diagnostics, toy_layer
 from lpips_explorer.distortions import chain, gaussian_blur, shift
 from lpips_core.images import image_to_png_bytes, load_image, min_side_for
 from lpips_core.sweeps import conventions_grid, lpips_many
-from ui import device_name
+from ui.models import device_name
 from ui.text import md_escape
 from apptest_helpers import frame as _frame, ok as _ok, row as _row
 
@@ -238,9 +238,9 @@ PAGES = ["app_pages/shift_vs_blur.py", "app_pages/distortion_lab.py", "app_pages
 
 def test_pages_survive_an_unavailable_backbone(app):
     """SqueezeNet has no weights here: every page still renders, with the reason instead of a traceback."""
-    import ui
+    from ui.models import availability
 
-    if ui.availability("lpips-squeeze")[0]:
+    if availability("lpips-squeeze")[0]:
         pytest.skip("SqueezeNet weights are available on this machine")
     at = _ok(app.run())
     _ok(at.selectbox(key="net").set_value("squeeze").run())

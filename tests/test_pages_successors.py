@@ -75,12 +75,13 @@ def _start(app, successors=None):
 
 # --------------------------------------------------------------------------- shift vs blur
 def test_default_successors_follow_the_device(app):
-    import ui
+    from ui.choices import default_extras
+    from ui.models import device_name
 
     at = _start(app)
-    want = [s.name for s in ui.default_extras(ui.device_name())]
+    want = [s.name for s in default_extras(device_name())]
     assert at.multiselect(key="svb_successors").value == want
-    assert want == ([ST_ALEX] if ui.device_name() == "cpu" else ALL)
+    assert want == ([ST_ALEX] if device_name() == "cpu" else ALL)
     assert any("by default" in c.value for c in at.caption)
     table = _frame(at, "metric")
     assert [LABELS[s] for s in want] == [m for m in table["metric"] if m in LABELS.values()]
@@ -226,15 +227,15 @@ def test_conventions_successors(app, metric_model):
 @pytest.fixture
 def no_stlpips_checkpoint(monkeypatch):
     """ST-LPIPS's checkpoint "not installed": the page must say why and how to fix it."""
-    import ui
+    from ui import models
     from lpips_core import stlpips
 
     monkeypatch.setattr(stlpips, "checkpoint_path", lambda net: None)
-    ui.models._availability.clear()
-    ui.models._load.clear()
+    models._availability.clear()
+    models._load.clear()
     yield
-    ui.models._availability.clear()  # the next test sees the real weights again
-    ui.models._load.clear()
+    models._availability.clear()  # the next test sees the real weights again
+    models._load.clear()
 
 
 def test_a_missing_checkpoint_is_a_message_not_a_traceback(app, no_stlpips_checkpoint):

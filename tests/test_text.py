@@ -83,13 +83,12 @@ def test_the_space_page_writes_its_distances_through_one_function():
 
 
 def test_the_pages_get_the_same_functions_and_a_lossless_image_url():
-    import ui
     import ui.text
 
-    assert ui.text.size_text is size_text and ui.size_hw is size_hw and ui.signed is signed
-    assert ui.significant is significant and ui.distance_text is distance_text
+    assert ui.text.size_text is size_text and ui.text.size_hw is size_hw and ui.text.signed is signed
+    assert ui.text.significant is significant and ui.text.distance_text is distance_text
     img = np.random.default_rng(0).random((5, 7, 3)).astype(np.float32)
-    url = ui.png_data_url(img)
+    url = ui.text.png_data_url(img)
     assert url.startswith("data:image/png;base64,")
     decoded = np.asarray(Image.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1]))))
     np.testing.assert_array_equal(decoded, np.rint(img * 255).astype(np.uint8))

@@ -33,12 +33,11 @@ def fragment_rerun() -> bool:
     return bool(ctx is not None and ctx.fragment_ids_this_run)
 
 
-def page_fragment(where: str, url_path: str) -> Callable[[Callable[[], None]], Callable[[], None]]:
+def page_fragment(where: str) -> Callable[[Callable[[], None]], Callable[[], None]]:
     """Decorate a page's body (a function of no arguments) as an ``st.fragment``.
 
     Args:
         where: the page's title, named by the error boundary's message.
-        url_path: the page's URL path, whose view the query parameters mirror.
 
     When the URL changed and the sidebar's "Link to this view" is open, the whole app reruns
     once so that the link it shows is the new one.
@@ -58,7 +57,7 @@ def page_fragment(where: str, url_path: str) -> Callable[[Callable[[], None]], C
             finally:
                 if alone:
                     with error_boundary("The link"):
-                        links.write(url_path)  # remembers what it wrote in links._LAST
+                        links.write()  # remembers what it wrote in links._LAST
                     release_unused()
                     freeze_long_lived()
             if alone and st.session_state.get(links.LINK_OPEN) and st.session_state.get(links._LAST) != before:

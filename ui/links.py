@@ -10,11 +10,12 @@ What a link carries (query parameter → session state):
 - ``chain``: the Distortion lab's chain, compact: ``name:param=value,param=value|name2`` (only
   parameters that differ from the default; a tuple as ``0.25/0.5/0.25``), see
   :func:`chain_to_param` and :func:`chain_from_param`.
-- each page's own widgets (:data:`PAGE_FIELDS`, by URL path), e.g. ``svb_shift=1``.
+- each page's own widgets, e.g. ``svb_shift=1``: the page declares them with :func:`declare`
+  (before drawing them), which also says whether the page's view depends on the chain.
 
-:func:`read` runs before the sidebar and the page (a query parameter that changed since this
-session last wrote it is validated and copied into session state, so the widgets start from it);
-:func:`write` runs after the page (session state → query parameters). A malformed or hostile
+:func:`read` runs before the sidebar and the page, :func:`declare` in the page before its
+widgets (a query parameter that changed since this session last wrote it is validated and copied
+into session state, so the widgets start from it); :func:`write` runs after the page (session state → query parameters). A malformed or hostile
 value never raises: it becomes a notice, and the view keeps its default. Pure parsing
 (:func:`chain_from_param`, :func:`parse_field`) needs no Streamlit.
 """
@@ -48,16 +49,10 @@ class Field:
     choices: tuple[str, ...] | None = None
 
 
-#: Each page's sliders (by the page's URL path) that a link reproduces.
-PAGE_FIELDS: dict[str, tuple[Field, ...]] = {
-    "shift_vs_blur": (Field("svb_present", "bool"), Field("svb_shift", "int", 0, 8),
-                      Field("svb_blur", "float", 0.0, 3.0)),
-    "distortion_lab": (Field("lab_opacity", "float", 0.0, 1.0),),
-    "inside_a_layer": (Field("ial_w2", "float", 0.0, 1.0),),
-    "debug_a_score": (Field("dbg_opacity", "float", 0.0, 1.0),),
-}
-#: Pages whose view depends on the lab's chain (the lab itself and the pages that study its pair).
-CHAIN_PAGES = ("distortion_lab", "conventions", "inside_a_layer")
+_DECLARED = "_links_declared"  # session state: what the page on show declared (its fields, the chain)
+#: Every page field key declared in this process: a link's keys of a page left behind are this
+#: module's to remove, not a stranger's to keep.
+_FIELD_KEYS: set[str] = set()
 
 _SYNTH_SIZES = (64, 96, 128, 192, 256)
 
@@ -213,8 +208,7 @@ def parse_ref(text: str, samples: Sequence[str]) -> dict[str, Any]:
 
 def all_keys() -> set[str]:
     """Every query parameter this module reads and writes (others, e.g. ``study``, are left alone)."""
-    return {"net", "version", "lin", "device", "ref", "side", "chain"} | {
-        f.key for fields in PAGE_FIELDS.values() for f in fields}
+    return {"net", "version", "lin", "device", "ref", "side", "chain"} | _FIELD_KEYS
 
 
 def link(base_url: str | None, url_path: str, params: Mapping[str, str], *, served_path: str = "") -> str:
@@ -232,9 +226,10 @@ def link(base_url: str | None, url_path: str, params: Mapping[str, str], *, serv
 
 
 # --------------------------------------------------------------------------- Streamlit side
-def read(url_path: str) -> list[str]:
-    """Copy the query parameters that changed since this session last wrote them into session
-    state (before any widget is drawn). Returns the notices for values that were refused."""
+def read() -> list[str]:
+    """Copy the query parameters of the sidebar, the reference and the chain that changed since
+    this session last wrote them into session state (before any widget is drawn), and forget what
+    the previous page declared (:func:`declare`). Returns the notices for values that were refused."""
     import streamlit as st
 
     from lpips_core import metric_registry
@@ -244,6 +239,7 @@ def read(url_path: str) -> list[str]:
     from .pair import sample_names
 
     ss = st.session_state
+    ss[_DECLARED] = ((), False)
     qp = {k: st.query_params.get(k) for k in all_keys() if k in st.query_params}
     last = ss.get(_LAST, {})
     fresh = {k: v for k, v in qp.items() if last.get(k) != v}
@@ -283,13 +279,33 @@ def read(url_path: str) -> list[str]:
             _set_chain(chain_from_param(fresh["chain"]))
         except (ValueError, TypeError) as exc:
             bad(exc)
-    for field in PAGE_FIELDS.get(url_path, ()):
-        if field.key in fresh:
-            try:
-                ss[field.key] = parse_field(field, fresh[field.key][:MAX_VALUE_LEN])
-            except ValueError as exc:
-                bad(exc)
     return notices
+
+
+def declare(*fields: Field, chain: bool = False) -> None:
+    """A page's links: the page's own widgets a link reproduces (``fields``) and whether its view
+    depends on the Distortion lab's chain (``chain``: the link then carries it).
+
+    Called by the page before it draws those widgets: a field's query parameter that changed
+    since this session last wrote it is validated and becomes the widget's state; a refused value
+    becomes a notice here, and the widget keeps its default.
+    """
+    import streamlit as st
+
+    from .text import md_escape
+
+    ss = st.session_state
+    _FIELD_KEYS.update(f.key for f in fields)
+    ss[_DECLARED] = (tuple(fields), bool(chain))
+    last = ss.get(_LAST, {})
+    for field in fields:
+        text = st.query_params.get(field.key)
+        if text is None or last.get(field.key) == text:
+            continue
+        try:
+            ss[field.key] = parse_field(field, text[:MAX_VALUE_LEN])
+        except ValueError as exc:
+            st.warning(md_escape(f"This link's {exc} — the default is used instead."), icon=":material/link_off:")
 
 
 def _set_chain(steps: list[tuple[str, dict[str, Any]]]) -> None:
@@ -306,8 +322,8 @@ def _set_chain(steps: list[tuple[str, dict[str, Any]]]) -> None:
     ss[state.LAB_CHAIN] = [(name, dict(params)) for name, params in steps]
 
 
-def current(url_path: str) -> dict[str, str]:
-    """The query parameters that describe this session's view of ``url_path``."""
+def current() -> dict[str, str]:
+    """The query parameters that describe this session's view of the page on show."""
     import streamlit as st
 
     from .models import device_name, sidebar_spec
@@ -326,20 +342,21 @@ def current(url_path: str) -> dict[str, str]:
         out["ref"] = ref
     if state.WORKING_SIDE in ss:
         out["side"] = str(ss[state.WORKING_SIDE])
-    if url_path in CHAIN_PAGES and ss.get(state.LAB_CHAIN) is not None:
+    fields, chain = ss.get(_DECLARED, ((), False))
+    if chain and ss.get(state.LAB_CHAIN) is not None:
         out["chain"] = chain_to_param(ss[state.LAB_CHAIN])
-    for field in PAGE_FIELDS.get(url_path, ()):
+    for field in fields:
         if ss.get(field.key) is not None:
             out[field.key] = _fmt(ss[field.key])
     return out
 
 
-def write(url_path: str) -> dict[str, str]:
+def write() -> dict[str, str]:
     """Mirror this session's view into ``st.query_params`` (only this module's keys; only what
     changed) and remember it; returns the parameters."""
     import streamlit as st
 
-    want = current(url_path)
+    want = current()
     mine = all_keys()
     have = st.query_params.to_dict()
     if any(have.get(key) != want.get(key) for key in mine):

@@ -13,6 +13,7 @@ from typing import Any, Sequence
 
 # The one way the app writes sizes ("256×170 px (width×height)") and signed or small numbers; defined
 # with the lessons, whose diagnostics write them too (they may not import ui).
+from lpips_core.cells import number
 from lpips_core.metric_registry import NET_LABELS  # noqa: F401  (the backbones' names, in the sidebar's order)
 from lpips_explorer.text import (SIZE_LABEL, distance_text, plotly_escape, significant, signed, size_hw,  # noqa: F401
                                  size_text)
@@ -56,12 +57,9 @@ def md_frame(frame):
 
 
 def fmt(value: float, digits: int = 4) -> str:
-    """A number for display with ``digits`` decimals: ``"∞"`` / ``"−∞"`` for infinities (identical images' PSNR)."""
-    if value == float("inf"):
-        return "∞"
-    if value == float("-inf"):
-        return "−∞"
-    return f"{value:.{digits}f}"
+    """A number for display with ``digits`` decimals: ``"∞"`` / ``"−∞"`` for infinities (identical images' PSNR)
+    (:func:`lpips_core.cells.number`, the one number format)."""
+    return number(value, digits)
 
 
 def png_data_url(array: Any) -> str:
