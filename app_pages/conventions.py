@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import time
 
+import numpy as np
 import pandas as pd
 import streamlit as st
 
@@ -25,6 +26,7 @@ SIZES = (None, 64, 128, 224, 256)
 #: (below it, they were read from the cache: the whole grid is drawn at once).
 STAGE_AFTER_S = 0.5
 SUCCESSOR_SIZES = (None, 64, 256)
+GRID_METRIC = DEFAULT_SPEC  # the grid's metric (LPIPS): its backbones and versions
 
 
 def backbone(spec) -> str:
@@ -32,64 +34,64 @@ def backbone(spec) -> str:
     return NET_LABELS[spec.net]
 
 
-def in_order(by_net: dict[str, list]) -> list:
-    """The cells of the backbones scored so far, in the multiselect's order (the grid's rows)."""
+def in_order(by_net: dict[str, list], chosen: list[str]) -> list:
+    """The cells of the backbones scored so far, in the multiselect's order (``chosen``: the grid's rows)."""
     return [c for n in chosen if n in by_net for c in by_net[n]]
 
 
-def with_size(cells: list, size: int | None) -> list:
+def with_size(cells: list, size: int | None, native: str) -> list:
     """The cells of one size with that size written as the app writes sizes: ``"64×64 px"``, and
-    ``"native"`` spelled out as the pixel size scored (``"native (256×192 px)"``)."""
-    label = NATIVE if size is None else size_text(size, size)
+    ``"native"`` spelled out as the pixel size scored (``native``: ``"native (256×192 px)"``)."""
+    label = native if size is None else size_text(size, size)
     return [dataclasses.replace(c, size_label=label) for c in cells]
 
 
-links.declare(chain=True)
-st.title("Conventions")
-st.markdown(
-    "LPIPS numbers are comparable only under one contract: inputs in [−1, 1], version 0.1, the learned "
-    "lin weights, colour, and a stated size. Here the same pair is scored under each common mistake; every "
-    "cell is shown as a ratio to the correct value of its backbone and size."
-)
-
-ref, ref_name, dist, source = current_pair()
-H, W = ref.shape[:2]
-NATIVE = f"native ({size_text(W, H)})"  # the size the "native" column is scored at
-up = st.file_uploader("Your own test image (optional; scored against the sidebar's reference)", type=UPLOAD_TYPES,
-                      key="conv_test_file")
-if up is not None:
-    try:
-        dist, (th, tw) = uploaded_test(up.getvalue(), up.name, (H, W))
-    except ValueError as exc:
-        st.error(f"{md_escape(up.name)} cannot be used: {md_escape(str(exc))} The lab's chain is used instead.")
-    else:
-        source = f"upload: {up.name}"
-        if (th, tw) != (H, W):
-            st.caption(f"The test image is {size_text(tw, th, labelled=True)}; it was resized to the "
-                       f"reference's {size_text(W, H)} "
-                       "(bilinear, antialiased) so the two can be compared pixel for pixel.")
-st.caption(f"Pair: {md_escape(ref_name)} ({size_text(W, H, labelled=True)}) against "
-           f"{md_escape(source)}. \"native\" below is this size, {size_text(W, H)}: the reference as loaded at the "
-           "sidebar's working size.")
-c1, c2 = st.columns(2)
-c1.image(ref, caption="reference", clamp=True, width="stretch")
-c2.image(dist, caption="distorted", clamp=True, width="stretch")
-
-grid_metric = DEFAULT_SPEC  # the grid's metric (LPIPS): its backbones and versions
-versions = metric_registry.METRICS[grid_metric.metric].versions
-nets = [n for n in NET_LABELS if availability(grid_metric.replace(net=n))[0]]
-skipped = [n for n in NET_LABELS if n not in nets]
-chosen = st.multiselect("Backbones", nets, default=nets, format_func=NET_LABELS.get, key="conv_nets")
-if skipped:
-    st.caption("Left out (no weights on this machine): " + ", ".join(NET_LABELS[n] for n in skipped) + ".")
+def _pair() -> tuple[np.ndarray, str, np.ndarray, str]:
+    """The pair: the sidebar's reference against the lab's chain or an uploaded test image (resized to
+    the reference's size), its caption, the two images; returns ``ref, ref_name, dist, source``."""
+    ref, ref_name, dist, source = current_pair()
+    h, w = ref.shape[:2]
+    up = st.file_uploader("Your own test image (optional; scored against the sidebar's reference)", type=UPLOAD_TYPES,
+                          key="conv_test_file")
+    if up is not None:
+        try:
+            dist, (th, tw) = uploaded_test(up.getvalue(), up.name, (h, w))
+        except ValueError as exc:
+            st.error(f"{md_escape(up.name)} cannot be used: {md_escape(str(exc))} The lab's chain is used instead.")
+        else:
+            source = f"upload: {up.name}"
+            if (th, tw) != (h, w):
+                st.caption(f"The test image is {size_text(tw, th, labelled=True)}; it was resized to the "
+                           f"reference's {size_text(w, h)} "
+                           "(bilinear, antialiased) so the two can be compared pixel for pixel.")
+    st.caption(f"Pair: {md_escape(ref_name)} ({size_text(w, h, labelled=True)}) against "
+               f"{md_escape(source)}. \"native\" below is this size, {size_text(w, h)}: the reference as loaded at "
+               "the sidebar's working size.")
+    c1, c2 = st.columns(2)
+    c1.image(ref, caption="reference", clamp=True, width="stretch")
+    c2.image(dist, caption="distorted", clamp=True, width="stretch")
+    return ref, ref_name, dist, source
 
 
-def lpips_grid() -> None:
-    """The LPIPS grid (returns early, where it used to stop the page, so the successors still show)."""
+def _backbones() -> list[str]:
+    """The backbones picker (those with weights on this machine) and what it leaves out; returns the
+    backbones chosen, in the multiselect's order."""
+    nets = [n for n in NET_LABELS if availability(GRID_METRIC.replace(net=n))[0]]
+    skipped = [n for n in NET_LABELS if n not in nets]
+    chosen = st.multiselect("Backbones", nets, default=nets, format_func=NET_LABELS.get, key="conv_nets")
+    if skipped:
+        st.caption("Left out (no weights on this machine): " + ", ".join(NET_LABELS[n] for n in skipped) + ".")
+    return chosen
+
+
+def lpips_grid(ref: np.ndarray, ref_name: str, dist: np.ndarray, source: str, chosen: list[str], native: str) -> None:
+    """The LPIPS grid of the backbones ``chosen`` (returns early, where it used to stop the page, so the
+    successors still show)."""
     if not chosen:
         st.info("Choose at least one backbone.")
         return
 
+    versions = metric_registry.METRICS[GRID_METRIC.metric].versions
     # The sidebar's backbone first: its rows are drawn as soon as they are scored, and the grid fills in
     # as the others (VGG16 is ten times AlexNet's work) are scored below it.
     first = [n for n in chosen if n == sidebar_spec().net] or chosen[:1]
@@ -98,22 +100,22 @@ def lpips_grid() -> None:
     by_net: dict[str, list] = {}
     started, done = time.monotonic(), 0
     for i, net in enumerate(order):
-        models = get_models([grid_metric.replace(net=net, version=v) for v in versions], quiet=True)
+        models = get_models([GRID_METRIC.replace(net=net, version=v) for v in versions], quiet=True)
         if any(m is None for m in models.values()):
             done += len(SIZES)
             continue
         for size in SIZES:
             bar.progress(done / (len(order) * len(SIZES)),
-                         text=f"{NET_LABELS[net]} at {NATIVE if size is None else size_text(size, size)}…")
-            by_net.setdefault(net, []).extend(with_size(grid_piece(ref, dist, net, size, models), size))
+                         text=f"{NET_LABELS[net]} at {native if size is None else size_text(size, size)}…")
+            by_net.setdefault(net, []).extend(with_size(grid_piece(ref, dist, net, size, models), size, native))
             done += 1
         rest = [NET_LABELS[n] for n in order[i + 1:]]
         if rest and by_net and time.monotonic() - started > STAGE_AFTER_S:  # scoring, not reading the cache
             with chart.container():
-                st.plotly_chart(conventions_heatmap(in_order(by_net), row_label=backbone))
+                st.plotly_chart(conventions_heatmap(in_order(by_net, chosen), row_label=backbone))
                 st.caption(f"{' and '.join(rest)}: being scored (below); the grid gains its rows when done.")
     bar.empty()
-    cells = in_order(by_net)
+    cells = in_order(by_net, chosen)
     if not cells:
         chart.empty()
         st.warning("No backbone could be scored.")
@@ -145,7 +147,7 @@ def lpips_grid() -> None:
                        key="conv_csv")
 
 
-def successors_grid() -> None:
+def successors_grid(ref: np.ndarray, ref_name: str, dist: np.ndarray, source: str, native: str) -> None:
     """ST-LPIPS and DISTS: the convention each expects, and each wrong one as a ratio to the correct value."""
     st.subheader("Successor metrics: the conventions they expect")
     st.markdown(
@@ -170,8 +172,8 @@ def successors_grid() -> None:
     bar = st.progress(0.0, text="Scoring the successor metrics…")
     pieces = [(spec, size) for spec in models for size in SUCCESSOR_SIZES]
     for k, (spec, size) in enumerate(pieces):
-        bar.progress(k / len(pieces), text=f"{spec.label} at {NATIVE if size is None else size_text(size, size)}…")
-        cells += with_size(successor_piece(ref, dist, spec.name, size, models[spec]), size)
+        bar.progress(k / len(pieces), text=f"{spec.label} at {native if size is None else size_text(size, size)}…")
+        cells += with_size(successor_piece(ref, dist, spec.name, size, models[spec]), size, native)
     bar.empty()
     st.plotly_chart(conventions_heatmap(cells, value_name="distance"), key="conv_succ_heatmap")
     st.caption("★ marks each metric's correct convention. Colour: log₂ of the ratio to it (white = agrees; "
@@ -185,5 +187,21 @@ def successors_grid() -> None:
                        mime="text/csv", key="conv_succ_csv")
 
 
-lpips_grid()
-successors_grid()
+def main() -> None:
+    """The page, top to bottom: the pair, the backbones, the LPIPS grid, the successor metrics."""
+    links.declare(chain=True)
+    st.title("Conventions")
+    st.markdown(
+        "LPIPS numbers are comparable only under one contract: inputs in [−1, 1], version 0.1, the learned "
+        "lin weights, colour, and a stated size. Here the same pair is scored under each common mistake; every "
+        "cell is shown as a ratio to the correct value of its backbone and size."
+    )
+    ref, ref_name, dist, source = _pair()
+    h, w = ref.shape[:2]
+    native = f"native ({size_text(w, h)})"  # the size the "native" column is scored at
+    chosen = _backbones()
+    lpips_grid(ref, ref_name, dist, source, chosen, native)
+    successors_grid(ref, ref_name, dist, source, native)
+
+
+main()

@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pandas as pd
 import streamlit as st
+from streamlit import session_state as ss
 
 from lpips_core.cells import frame_to_csv
 from lpips_core.spec import MetricSpec
@@ -25,8 +26,6 @@ from ui.widgets import extras_picker
 
 #: The widgets a link reproduces (:func:`ui.links.declare`); the link also carries the chain.
 LINKED = (Field("lab_opacity", "float", 0.0, 1.0),)
-
-ss = st.session_state
 
 
 # --------------------------------------------------------------------------- chain state
@@ -117,9 +116,14 @@ VALUE_HELP = ("Four significant digits (MSE on the [0, 1] pixel scale, PSNR in d
 
 
 # --------------------------------------------------------------------------- page
-links.declare(*LINKED, chain=True)
-_init()
-st.title("Distortion lab")
+def main() -> None:
+    """The page: the linked widgets and chain first, the chain's first step, the title, then the lab."""
+    # Above the sections it calls: links.declare comes before the linked widget (lab_opacity, in
+    # _where_from) in the file's order too (tests/test_links.py).
+    links.declare(*LINKED, chain=True)
+    _init()
+    st.title("Distortion lab")
+    lab()
 
 
 def _chain_editor() -> list[dict]:
@@ -260,4 +264,4 @@ def lab() -> None:
     _where_from(cfg, {s: results[s] for s in shown}, dist)  # what the table shows, in its order
 
 
-lab()
+main()

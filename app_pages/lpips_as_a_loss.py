@@ -99,75 +99,90 @@ def _budget(result, what: str) -> None:
 
 
 # --------------------------------------------------------------------------- page
-st.title("LPIPS as a loss")
-st.markdown(
-    "Half of LPIPS's users never read a score: they train with it. Here an image is optimised "
-    "directly under each loss (no network is trained), small and fast enough to watch. "
-    "Every number below comes from the run you see; the runs are seeded."
-)
+def _reference_and_defaults() -> tuple[dict, np.ndarray]:
+    """The caption that names the reference, the device and its defaults; returns the defaults
+    (:func:`~lpips_explorer.loss_lab.defaults`) and the reference."""
+    device = device_name()
+    lab = loss_lab.defaults(device)
+    ref, ref_name = reference()
+    st.caption(f"Reference: {md_escape(ref_name)} (sidebar) · device: {device} · defaults for a "
+               f"{'CPU' if device == 'cpu' else 'GPU'}: images and step counts sized so that each experiment "
+               f"finishes within a minute on an idle 2-core CPU. A time limit ({lab['blur']['max_seconds']:g} s) is "
+               "the safety stop: if a busy machine reaches it, every loss has taken the same number of steps and the "
+               "result says how many.")
+    return lab, ref
 
-device = device_name()
-lab = loss_lab.defaults(device)
-ref, ref_name = reference()
-st.caption(f"Reference: {md_escape(ref_name)} (sidebar) · device: {device} · defaults for a "
-           f"{'CPU' if device == 'cpu' else 'GPU'}: images and step counts sized so that each experiment "
-           f"finishes within a minute on an idle 2-core CPU. A time limit ({lab['blur']['max_seconds']:g} s) is the "
-           "safety stop: if a busy machine reaches it, every loss has taken the same number of steps and the "
-           "result says how many.")
 
 # ----------------------------------------------------------------- 1. why MSE blurs
-st.header("Why MSE training blurs")
-st.markdown(
-    "**What is optimised.** One image, to be as close as possible *on average* to K copies of the "
-    "reference shifted by up to ±s px — the situation of a network that must predict an edge whose "
-    "exact position it cannot know. Every loss starts from the same blurred image and takes the "
-    "**same number of Adam steps** (the losses step in turn, the learning rate falls to 0 on a "
-    "schedule of the step number), so the comparison does not depend on how slow a network is.\n\n"
-    "**What to look for.** Under MSE the answer is known in closed form: the mean of the copies, a "
-    "blur. The optimiser reaches it (the gap is printed below). The deep-feature losses do not "
-    "settle for the blur: they put high-frequency detail back — sometimes real edges, sometimes "
-    "texture or artifacts that were never in the reference (LPIPS as a loss has strange minima). "
-    "The sharpness chart makes that a number: the high-frequency energy (mean square of the "
-    "Laplacian) of each result divided by the reference's."
-)
+def _why_mse_blurs(lab: dict, ref: np.ndarray) -> dict:
+    """Why MSE training blurs: what is optimised, its settings, Run and the stored result; returns the
+    learned losses' models by label (the fooling experiment attacks two of them)."""
+    st.header("Why MSE training blurs")
+    st.markdown(
+        "**What is optimised.** One image, to be as close as possible *on average* to K copies of the "
+        "reference shifted by up to ±s px — the situation of a network that must predict an edge whose "
+        "exact position it cannot know. Every loss starts from the same blurred image and takes the "
+        "**same number of Adam steps** (the losses step in turn, the learning rate falls to 0 on a "
+        "schedule of the step number), so the comparison does not depend on how slow a network is.\n\n"
+        "**What to look for.** Under MSE the answer is known in closed form: the mean of the copies, a "
+        "blur. The optimiser reaches it (the gap is printed below). The deep-feature losses do not "
+        "settle for the blur: they put high-frequency detail back — sometimes real edges, sometimes "
+        "texture or artifacts that were never in the reference (LPIPS as a loss has strange minima). "
+        "The sharpness chart makes that a number: the high-frequency energy (mean square of the "
+        "Laplacian) of each result divided by the reference's."
+    )
 
-models = {spec.label: m for spec, m in get_models(LOSSES).items() if m is not None}
+    models = {spec.label: m for spec, m in get_models(LOSSES).items() if m is not None}
 
-b = lab["blur"]
-with st.expander("Settings", expanded=False):
-    c1, c2, c3 = st.columns(3)
-    size = c1.select_slider("Working size (px)", [64, 96, 128], value=b["size"], key="lal_blur_size")
-    copies = c2.slider("Shifted copies K", 2, 16, b["copies"], key="lal_blur_copies")
-    max_shift = c3.slider("Largest shift s (px)", 1, 8, b["max_shift"], key="lal_blur_shift")
-    c4, c5, c6 = st.columns(3)
-    steps = c4.number_input("Steps per loss", 1, 1000, b["steps"], key="lal_blur_steps",
-                            help="Every loss takes this many Adam steps.")
-    seconds = c5.number_input("Time limit, all losses (s)", 1.0, 600.0, float(b["max_seconds"]), 10.0,
-                              key="lal_blur_seconds",
-                              help="A safety stop. The losses step in turn, so if it is reached every loss has "
-                                   "taken the same number of steps, and the page says how many.")
-    seed = c6.number_input("Seed", 0, 10_000, 0, key="lal_blur_seed")
-    chosen = st.multiselect("Learned losses (MSE always runs)", list(models), default=list(models),
-                            key="lal_blur_losses")
-key = (content_digest(ref), int(size), int(copies), int(max_shift), int(steps), float(seconds), int(seed), tuple(chosen))
-if _run_buttons(BLUR_KEY):
-    try:
-        with heavy_job("This run"):  # one experiment at a time per server, whoever asks
-            bar, report = _progress(BLUR_KEY, 1 + len(chosen), float(seconds))
-            result = loss_lab.mse_blur_experiment(
-                ref, {k: models[k] for k in chosen}, size=int(size), copies=int(copies), max_shift=int(max_shift),
-                steps=int(steps), lr=b["lr"], seed=int(seed), max_seconds=float(seconds), progress=report)
-            bar.empty()
-        if not result.cancelled:
-            _store(BLUR_KEY, key, result)
-    except JobsBusy as exc:
-        st.error(str(exc))
+    b = lab["blur"]
+    size, copies, max_shift, steps, seconds, seed, chosen = _blur_settings(b, models)
+    key = (content_digest(ref), int(size), int(copies), int(max_shift), int(steps), float(seconds), int(seed),
+           tuple(chosen))
+    if _run_buttons(BLUR_KEY):
+        try:
+            with heavy_job("This run"):  # one experiment at a time per server, whoever asks
+                bar, report = _progress(BLUR_KEY, 1 + len(chosen), float(seconds))
+                result = loss_lab.mse_blur_experiment(
+                    ref, {k: models[k] for k in chosen}, size=int(size), copies=int(copies), max_shift=int(max_shift),
+                    steps=int(steps), lr=b["lr"], seed=int(seed), max_seconds=float(seconds), progress=report)
+                bar.empty()
+            if not result.cancelled:
+                _store(BLUR_KEY, key, result)
+        except JobsBusy as exc:
+            st.error(str(exc))
 
-blur = _stored(BLUR_KEY).get(key)
-if blur is None:
-    st.info(f"Press **Run** to optimise: {int(steps)} Adam steps for every loss (time limit "
-            f"{float(seconds):g} s).", icon=":material/play_arrow:")
-else:
+    blur = _stored(BLUR_KEY).get(key)
+    if blur is None:
+        st.info(f"Press **Run** to optimise: {int(steps)} Adam steps for every loss (time limit "
+                f"{float(seconds):g} s).", icon=":material/play_arrow:")
+    else:
+        _blur_result(blur)
+    return models
+
+
+def _blur_settings(b: dict, models: dict) -> tuple:
+    """The experiment's Settings expander, from the defaults ``b``; returns the working size, the
+    copies K, the largest shift, the steps, the time limit, the seed and the chosen learned losses."""
+    with st.expander("Settings", expanded=False):
+        c1, c2, c3 = st.columns(3)
+        size = c1.select_slider("Working size (px)", [64, 96, 128], value=b["size"], key="lal_blur_size")
+        copies = c2.slider("Shifted copies K", 2, 16, b["copies"], key="lal_blur_copies")
+        max_shift = c3.slider("Largest shift s (px)", 1, 8, b["max_shift"], key="lal_blur_shift")
+        c4, c5, c6 = st.columns(3)
+        steps = c4.number_input("Steps per loss", 1, 1000, b["steps"], key="lal_blur_steps",
+                                help="Every loss takes this many Adam steps.")
+        seconds = c5.number_input("Time limit, all losses (s)", 1.0, 600.0, float(b["max_seconds"]), 10.0,
+                                  key="lal_blur_seconds",
+                                  help="A safety stop. The losses step in turn, so if it is reached every loss has "
+                                       "taken the same number of steps, and the page says how many.")
+        seed = c6.number_input("Seed", 0, 10_000, 0, key="lal_blur_seed")
+        chosen = st.multiselect("Learned losses (MSE always runs)", list(models), default=list(models),
+                                key="lal_blur_losses")
+    return size, copies, max_shift, steps, seconds, seed, chosen
+
+
+def _blur_result(blur) -> None:
+    """The experiment's result: its budget, the images, MSE's gap to the closed form, the table and the charts."""
     runs = blur.runs
     _budget(blur, "loss")
     panels = [("reference (unshifted)", blur.reference), ("start (blurred)", blur.start),
@@ -202,76 +217,91 @@ else:
                "to 0 on a cosine of the step number, image clamped to [0, 1] · each loss in its own input "
                "convention · sharpness: mean square of the Laplacian ÷ the reference's.")
 
+
 # ----------------------------------------------------------------- 2. fooling
-st.header("Fooling the metric")
-st.markdown(
-    "**What is optimised.** Starting from the reference (the *source*), the image walks toward "
-    "another photo (the *target*) while the metric must keep rating it within ε of the source: "
-    "projected steps slide along the boundary d = ε. Every metric takes the **same number of "
-    "steps** (in turn, the step size falling on a schedule of the step number). The result is "
-    "checked once more at the end (and pulled back toward the source if needed).\n\n"
-    "**What to look for.** How far the image got in pixels (RMS distance ÷ ε) while the metric "
-    "still called it nearly identical. Kettunen, Härkönen and Lehtinen (2019, §3.1, 30 OpenImages "
-    "images) reached **16.2 ± 0.8 × ε** for LPIPS-VGG (15.2 ± 0.7 for LPIPS-SqueezeNet) and only "
-    "**3.0 ± 0.2 × ε** for their E-LPIPS, with a far longer attack and their own ℓ2 scale: compare "
-    "the order of the metrics here, not the absolute numbers."
-)
-st.info(
-    "**ELPIPS here is not the published E-LPIPS model.** It applies E-LPIPS's random "
-    "transformations (translations, flips, axis swaps, colour-channel permutations, colour "
-    "scaling, downscaling) to both images and averages LPIPS-VGG (v0.1, lin) over them. The "
-    "published E-LPIPS also changes the network (average pooling, dropout, weights on every layer) "
-    "and has its own weights, which this app does not ship. The attack sees one random "
-    "transformation per step; the final check averages several with a fixed seed.",
-    icon=":material/info:")
+def _fooling_the_metric(lab: dict, ref: np.ndarray, models: dict) -> None:
+    """Fooling the metric: what is optimised, what ELPIPS here is, its settings, Run and the stored result."""
+    st.header("Fooling the metric")
+    st.markdown(
+        "**What is optimised.** Starting from the reference (the *source*), the image walks toward "
+        "another photo (the *target*) while the metric must keep rating it within ε of the source: "
+        "projected steps slide along the boundary d = ε. Every metric takes the **same number of "
+        "steps** (in turn, the step size falling on a schedule of the step number). The result is "
+        "checked once more at the end (and pulled back toward the source if needed).\n\n"
+        "**What to look for.** How far the image got in pixels (RMS distance ÷ ε) while the metric "
+        "still called it nearly identical. Kettunen, Härkönen and Lehtinen (2019, §3.1, 30 OpenImages "
+        "images) reached **16.2 ± 0.8 × ε** for LPIPS-VGG (15.2 ± 0.7 for LPIPS-SqueezeNet) and only "
+        "**3.0 ± 0.2 × ε** for their E-LPIPS, with a far longer attack and their own ℓ2 scale: compare "
+        "the order of the metrics here, not the absolute numbers."
+    )
+    st.info(
+        "**ELPIPS here is not the published E-LPIPS model.** It applies E-LPIPS's random "
+        "transformations (translations, flips, axis swaps, colour-channel permutations, colour "
+        "scaling, downscaling) to both images and averages LPIPS-VGG (v0.1, lin) over them. The "
+        "published E-LPIPS also changes the network (average pooling, dropout, weights on every layer) "
+        "and has its own weights, which this app does not ship. The attack sees one random "
+        "transformation per step; the final check averages several with a fixed seed.",
+        icon=":material/info:")
 
-f = lab["fooling"]
-vgg = models.get("LPIPS · VGG16")
-fool_models = {"LPIPS · VGG16": vgg, "LPIPS · AlexNet": models.get("LPIPS · AlexNet")}
-if vgg is not None:
-    fool_models[ELPIPS_LABEL] = "elpips"
-fool_models = {k: m for k, m in fool_models.items() if m is not None}
-names = sample_names()
-with st.expander("Settings", expanded=False):
-    c1, c2, c3 = st.columns(3)
-    target_name = c1.selectbox("Target photo", names, index=names.index("coffee") if "coffee" in names else 0,
-                               key="lal_fool_target")
-    eps = c2.select_slider("ε (allowed distance to the source)", [0.01, 0.02, 0.05, 0.1, 0.2], value=f["eps"],
-                           key="lal_fool_eps")
-    fsize = c3.select_slider("Working size (px)", [48, 64, 96, 128], value=f["size"], key="lal_fool_size")
-    c4, c5, c6 = st.columns(3)
-    fsteps = c4.number_input("Steps per metric", 1, 2000, f["steps"], key="lal_fool_steps",
-                             help="Every metric takes this many steps.")
-    fseconds = c5.number_input("Time limit, all metrics (s)", 1.0, 600.0, float(f["max_seconds"]), 10.0,
-                               key="lal_fool_seconds",
-                               help="A safety stop. The metrics step in turn, so if it is reached every metric "
-                                    "has taken the same number of steps, and the page says how many.")
-    fseed = c6.number_input("Seed", 0, 10_000, 0, key="lal_fool_seed")
-    fchosen = st.multiselect("Metrics", list(fool_models), default=list(fool_models), key="lal_fool_metrics")
-target = _sample(target_name, 256)
-fkey = (content_digest(ref), target_name, float(eps), int(fsize), int(fsteps), float(fseconds), int(fseed),
-        tuple(fchosen))
-if _run_buttons(FOOL_KEY):
-    try:
-        with heavy_job("This run"):
-            bar, report = _progress(FOOL_KEY, max(1, len(fchosen)), float(fseconds))
-            chosen_models = {k: ELPIPS(vgg, seed=int(fseed)) if fool_models[k] == "elpips" else fool_models[k]
-                             for k in fchosen}
-            result = loss_lab.fooling_experiment(
-                ref, target, chosen_models, eps=float(eps), size=int(fsize), steps=int(fsteps),
-                step_size=f["step_size"], check_samples=f["check_samples"], seed=int(fseed),
-                max_seconds=float(fseconds), progress=report)
-            bar.empty()
-        if not result.cancelled:
-            _store(FOOL_KEY, fkey, result)
-    except JobsBusy as exc:
-        st.error(str(exc))
+    f = lab["fooling"]
+    vgg = models.get("LPIPS · VGG16")
+    fool_models = {"LPIPS · VGG16": vgg, "LPIPS · AlexNet": models.get("LPIPS · AlexNet")}
+    if vgg is not None:
+        fool_models[ELPIPS_LABEL] = "elpips"
+    fool_models = {k: m for k, m in fool_models.items() if m is not None}
+    target_name, eps, fsize, fsteps, fseconds, fseed, fchosen = _fool_settings(f, fool_models)
+    target = _sample(target_name, 256)
+    fkey = (content_digest(ref), target_name, float(eps), int(fsize), int(fsteps), float(fseconds), int(fseed),
+            tuple(fchosen))
+    if _run_buttons(FOOL_KEY):
+        try:
+            with heavy_job("This run"):
+                bar, report = _progress(FOOL_KEY, max(1, len(fchosen)), float(fseconds))
+                chosen_models = {k: ELPIPS(vgg, seed=int(fseed)) if fool_models[k] == "elpips" else fool_models[k]
+                                 for k in fchosen}
+                result = loss_lab.fooling_experiment(
+                    ref, target, chosen_models, eps=float(eps), size=int(fsize), steps=int(fsteps),
+                    step_size=f["step_size"], check_samples=f["check_samples"], seed=int(fseed),
+                    max_seconds=float(fseconds), progress=report)
+                bar.empty()
+            if not result.cancelled:
+                _store(FOOL_KEY, fkey, result)
+        except JobsBusy as exc:
+            st.error(str(exc))
 
-fool = _stored(FOOL_KEY).get(fkey)
-if fool is None:
-    st.info(f"Press **Run** to attack: {int(fsteps)} steps for every metric (time limit {float(fseconds):g} s).",
-            icon=":material/play_arrow:")
-else:
+    fool = _stored(FOOL_KEY).get(fkey)
+    if fool is None:
+        st.info(f"Press **Run** to attack: {int(fsteps)} steps for every metric (time limit {float(fseconds):g} s).",
+                icon=":material/play_arrow:")
+    else:
+        _fool_result(fool, target_name)
+
+
+def _fool_settings(f: dict, fool_models: dict) -> tuple:
+    """The attack's Settings expander, from the defaults ``f``; returns the target photo's name, ε, the
+    working size, the steps, the time limit, the seed and the chosen metrics."""
+    names = sample_names()
+    with st.expander("Settings", expanded=False):
+        c1, c2, c3 = st.columns(3)
+        target_name = c1.selectbox("Target photo", names, index=names.index("coffee") if "coffee" in names else 0,
+                                   key="lal_fool_target")
+        eps = c2.select_slider("ε (allowed distance to the source)", [0.01, 0.02, 0.05, 0.1, 0.2], value=f["eps"],
+                               key="lal_fool_eps")
+        fsize = c3.select_slider("Working size (px)", [48, 64, 96, 128], value=f["size"], key="lal_fool_size")
+        c4, c5, c6 = st.columns(3)
+        fsteps = c4.number_input("Steps per metric", 1, 2000, f["steps"], key="lal_fool_steps",
+                                 help="Every metric takes this many steps.")
+        fseconds = c5.number_input("Time limit, all metrics (s)", 1.0, 600.0, float(f["max_seconds"]), 10.0,
+                                   key="lal_fool_seconds",
+                                   help="A safety stop. The metrics step in turn, so if it is reached every metric "
+                                        "has taken the same number of steps, and the page says how many.")
+        fseed = c6.number_input("Seed", 0, 10_000, 0, key="lal_fool_seed")
+        fchosen = st.multiselect("Metrics", list(fool_models), default=list(fool_models), key="lal_fool_metrics")
+    return target_name, eps, fsize, fsteps, fseconds, fseed, fchosen
+
+
+def _fool_result(fool, target_name: str) -> None:
+    """The attack's result: its budget, the images, the table and the charts."""
     _budget(fool, "metric")
     cut = [label for label, run in fool.runs.items() if run.check_cut]
     if cut:
@@ -299,3 +329,19 @@ else:
                f"{size_text(fside, fside, labelled=True)}, shown enlarged by whole pixels · "
                f"seed {fool.settings['seed']} · "
                "step size on a cosine of the step number · RMS distance on the 0–1 pixel scale.")
+
+
+def main() -> None:
+    """The page, top to bottom."""
+    st.title("LPIPS as a loss")
+    st.markdown(
+        "Half of LPIPS's users never read a score: they train with it. Here an image is optimised "
+        "directly under each loss (no network is trained), small and fast enough to watch. "
+        "Every number below comes from the run you see; the runs are seeded."
+    )
+    lab, ref = _reference_and_defaults()
+    models = _why_mse_blurs(lab, ref)
+    _fooling_the_metric(lab, ref, models)
+
+
+main()

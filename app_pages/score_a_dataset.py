@@ -301,87 +301,103 @@ def explain_section(result: dict, signature: tuple) -> None:
 
 
 # --------------------------------------------------------------------------- the page
-st.title("Score a dataset")
-st.markdown(
-    "A folder of references (ground truth) against one or two methods' test images, paired by file name, under "
-    "many metrics at once: the table a paper reports, with its spread, and the pairs that drive it."
-)
-source = st.radio("Dataset", SOURCES, key="ds_source", horizontal=True)
-if source == SOURCES[0]:
-    root = Path(demo_root())
-    dataset = {"label": "built-in demo", "reference": root / "reference",
-               "methods": {"A-blur": root / "A-blur", "B-shift-noise": root / "B-shift-noise"}}
-    st.caption("Patches of the sample photos (reference), blurred (A) and shifted by 2 px plus noise (B).")
-elif source == SOURCES[1]:
-    dataset = folders_from_zip()
-else:
-    dataset = folders_from_files()
+def _dataset() -> tuple[str, dict | None]:
+    """The Dataset radio and the chosen source's folders: the demo set's, or a zip's or the uploaded
+    files' (``None`` until there is one)."""
+    source = st.radio("Dataset", SOURCES, key="ds_source", horizontal=True)
+    if source == SOURCES[0]:
+        root = Path(demo_root())
+        dataset = {"label": "built-in demo", "reference": root / "reference",
+                   "methods": {"A-blur": root / "A-blur", "B-shift-noise": root / "B-shift-noise"}}
+        st.caption("Patches of the sample photos (reference), blurred (A) and shifted by 2 px plus noise (B).")
+    elif source == SOURCES[1]:
+        dataset = folders_from_zip()
+    else:
+        dataset = folders_from_files()
+    return source, dataset
 
-st.caption("This page scores with its own list of metrics below (the sidebar's backbone is not used here).")
-c1, c2 = st.columns([3, 1])
-names = tuple(c1.multiselect("Metrics", METRIC_OPTIONS, default=[parse_spec(m).name for m in DEFAULT_METRICS],
-                             key="ds_metrics", format_func=lambda n: parse_spec(n).label,
-                             help="VGG, ST-LPIPS and DISTS are slower on a CPU: opt in when you need them."))
-mismatch = c2.selectbox("Size mismatch", MISMATCH_POLICIES, key="ds_mismatch",
-                        help="error: the pair becomes an error row; resize: each test image to its reference's "
-                             "size; crop: both to their common centre.")
-if dataset is None:
-    st.stop()
-if not names:
-    st.warning("Choose at least one metric.")
-    st.stop()
 
-signature = (dataset["label"], str(dataset["reference"]), tuple(map(str, dataset["methods"].values())), names,
-             mismatch)
-if st.button("Score", type="primary", key="ds_score"):
-    if source != SOURCES[0] and (why := over_budget(dataset)):
-        st.error(md_escape(why))
+def _settings() -> tuple[tuple[str, ...], str]:
+    """The metrics to score and the size-mismatch policy."""
+    st.caption("This page scores with its own list of metrics below (the sidebar's backbone is not used here).")
+    c1, c2 = st.columns([3, 1])
+    names = tuple(c1.multiselect("Metrics", METRIC_OPTIONS, default=[parse_spec(m).name for m in DEFAULT_METRICS],
+                                 key="ds_metrics", format_func=lambda n: parse_spec(n).label,
+                                 help="VGG, ST-LPIPS and DISTS are slower on a CPU: opt in when you need them."))
+    mismatch = c2.selectbox("Size mismatch", MISMATCH_POLICIES, key="ds_mismatch",
+                            help="error: the pair becomes an error row; resize: each test image to its reference's "
+                                 "size; crop: both to their common centre.")
+    return names, mismatch
+
+
+def _scored(source: str, dataset: dict | None, names: tuple[str, ...], mismatch: str) -> tuple[tuple, dict]:
+    """The Score button and this session's result, as ``(its settings' signature, the result)``; the
+    page stops here while there is no dataset, metric or result."""
+    if dataset is None:
         st.stop()
-    try:
-        with heavy_job("Scoring"):
-            st.session_state[RESULT] = (signature, run_scoring(dataset, names, mismatch))
-    except WeightsUnavailable as exc:
-        st.error(md_escape(str(exc), links=True))
+    if not names:
+        st.warning("Choose at least one metric.")
         st.stop()
-    except JobsBusy as exc:
-        st.error(str(exc))
+
+    signature = (dataset["label"], str(dataset["reference"]), tuple(map(str, dataset["methods"].values())), names,
+                 mismatch)
+    if st.button("Score", type="primary", key="ds_score"):
+        if source != SOURCES[0] and (why := over_budget(dataset)):
+            st.error(md_escape(why))
+            st.stop()
+        try:
+            with heavy_job("Scoring"):
+                st.session_state[RESULT] = (signature, run_scoring(dataset, names, mismatch))
+        except WeightsUnavailable as exc:
+            st.error(md_escape(str(exc), links=True))
+            st.stop()
+        except JobsBusy as exc:
+            st.error(str(exc))
+            st.stop()
+    stored = st.session_state.get(RESULT)
+    if stored is None:
+        st.info("Press Score to score every pair.")
         st.stop()
-stored = st.session_state.get(RESULT)
-if stored is None:
-    st.info("Press Score to score every pair.")
-    st.stop()
-if stored[0] != signature:
-    st.info("The dataset or the settings changed: press Score again. The results below are the previous ones.")
-result = stored[1]
-names = result["names"]
+    if stored[0] != signature:
+        st.info("The dataset or the settings changed: press Score again. The results below are the previous ones.")
+    return stored
 
-# ---- summary and per-pair table
-st.subheader("Summary")
-for label, disc in result["discoveries"].items():
-    rep = disc.report()
-    run = result["runs"][label]
-    skipped = ", ".join(f"{v} {k}" for k, v in run.summary["skipped_by_reason"].items())
-    st.caption(f"{md_escape(label)}: {rep['pairs']} pairs · {run.summary['skipped']} skipped"
-               + (f" ({skipped})" if skipped else "")
-               + f" · unmatched: {rep['only_reference']} reference, {rep['only_test']} test · duplicate names: "
-               f"{rep['duplicates']} · non-images: {rep['ignored']}")
-summary = view.summary_frame(result["runs"])
-table(summary.drop(columns=["spec"]), "ds_summary", ("mean", "std", "95% CI low", "95% CI high"))
-st.caption("std: sample standard deviation (ddof = 1); 95 % CI: Student t interval of the mean. The tables' columns: "
-           + "; ".join(f"{md_escape(parse_spec(n).label)} = `{n}`" for n in names) + ".")
 
-st.subheader("Every pair")
-pairs = view.pairs_frame(result["runs"])
-# The columns that matter first (which pair, then its numbers), the files and sizes after: a narrow
-# page scrolls the rest inside the grid. The CSV keeps the frame's own order.
-first = ["method", "key", *names]
-st.dataframe(pairs, hide_index=True, key="ds_pairs",
-             column_order=first + [c for c in pairs.columns if c not in first])
-st.plotly_chart(distributions(pairs, names), key="ds_dist")
+def _summary(result: dict, names) -> None:
+    """Each method's counts, then the summary table."""
+    st.subheader("Summary")
+    for label, disc in result["discoveries"].items():
+        rep = disc.report()
+        run = result["runs"][label]
+        skipped = ", ".join(f"{v} {k}" for k, v in run.summary["skipped_by_reason"].items())
+        st.caption(f"{md_escape(label)}: {rep['pairs']} pairs · {run.summary['skipped']} skipped"
+                   + (f" ({skipped})" if skipped else "")
+                   + f" · unmatched: {rep['only_reference']} reference, {rep['only_test']} test · duplicate names: "
+                   f"{rep['duplicates']} · non-images: {rep['ignored']}")
+    summary = view.summary_frame(result["runs"])
+    table(summary.drop(columns=["spec"]), "ds_summary", ("mean", "std", "95% CI low", "95% CI high"))
+    st.caption("std: sample standard deviation (ddof = 1); 95 % CI: Student t interval of the mean. The tables' "
+               "columns: " + "; ".join(f"{md_escape(parse_spec(n).label)} = `{n}`" for n in names) + ".")
 
-# ---- A vs B
-comp = None
-if len(result["runs"]) == 2:
+
+def _every_pair(result: dict, names):
+    """The per-pair table and the metrics' distributions; returns the table (for the CSV)."""
+    st.subheader("Every pair")
+    pairs = view.pairs_frame(result["runs"])
+    # The columns that matter first (which pair, then its numbers), the files and sizes after: a narrow
+    # page scrolls the rest inside the grid. The CSV keeps the frame's own order.
+    first = ["method", "key", *names]
+    st.dataframe(pairs, hide_index=True, key="ds_pairs",
+                 column_order=first + [c for c in pairs.columns if c not in first])
+    st.plotly_chart(distributions(pairs, names), key="ds_dist")
+    return pairs
+
+
+def _versus(result: dict, names) -> list | None:
+    """A vs B, when two methods were scored: the paired differences and whether the metrics agree;
+    returns the comparison (``None`` for one method)."""
+    if len(result["runs"]) != 2:
+        return None
     (la, ra), (lb, rb) = result["runs"].items()
     st.subheader(f"{md_escape(la)} vs {md_escape(lb)}")
     comp = compare_methods(ra.rows, rb.rows, names, labels=(la, lb))
@@ -395,42 +411,48 @@ if len(result["runs"]) == 2:
     st.caption("A − B: the mean of the paired differences over the pairs both methods scored, with its Student t "
                "interval (scipy.stats.t); clear: the interval excludes 0. Lower is better for MSE, LPIPS, ST-LPIPS "
                "and DISTS, higher for PSNR and SSIM.")
+    return comp
 
-# ---- diversity
-dspec = next((s for s in map(parse_spec, names) if s.euclidean), None)
-st.subheader("Diversity")
-st.page_link("app_pages/lpips_space.py", label="LPIPS space: a set's map, nearest images and diversity",
-             icon=":material/scatter_plot:")
-box = st.expander("Each folder's diversity" + (f" under {dspec.label}" if dspec else ""), key="ds_diversity",
-                  on_change="rerun")
-with box:
-    if box.open and dspec is None:
-        st.info("Add an LPIPS or ST-LPIPS metric: its diversity comes from one embedding per image.")
-    elif box.open:
-        if "diversity" not in result:
-            try:
-                with heavy_job("Measuring diversity"):
-                    with st.spinner("One forward pass per image, then all pairs…"):
-                        result["diversity"] = view.folder_diversity(model_of(dspec), dspec, result["folders"])
-            except JobsBusy as exc:
-                st.error(str(exc))
-            except (ValueError, TypeError, WeightsUnavailable) as exc:
-                st.error(md_escape(str(exc), links=True))
-        if "diversity" in result:
-            div = result["diversity"]
-            table(div if div["note"].any() else div.drop(columns=["note"]), "ds_diversity_table",
-                  ("diversity", "95% CI low", "95% CI high"))
-            st.caption("The mean distance over all pairs of a folder's images (every image in it, paired or not), "
-                       "with a 95 % interval from the jackknife over images: pairs that share an image are not "
-                       "independent draws. A method whose outputs are far less diverse than the references "
-                       f"smooths them out; the same as `python -m lpips_core diversity DIR --metrics {dspec.name}`.")
 
-# ---- worst pairs with their maps
-spec = map_spec(names)
-st.subheader(f"The {WORST} worst pairs" + (f" by {spec.label}" if spec else ""))
-if spec is None:
-    st.info("Add an LPIPS-like metric to see the worst pairs' spatial maps.")
-else:
+def _diversity(result: dict, names) -> None:
+    """Each folder's diversity under the first LPIPS-like metric, in an expander (computed when opened)."""
+    dspec = next((s for s in map(parse_spec, names) if s.euclidean), None)
+    st.subheader("Diversity")
+    st.page_link("app_pages/lpips_space.py", label="LPIPS space: a set's map, nearest images and diversity",
+                 icon=":material/scatter_plot:")
+    box = st.expander("Each folder's diversity" + (f" under {dspec.label}" if dspec else ""), key="ds_diversity",
+                      on_change="rerun")
+    with box:
+        if box.open and dspec is None:
+            st.info("Add an LPIPS or ST-LPIPS metric: its diversity comes from one embedding per image.")
+        elif box.open:
+            if "diversity" not in result:
+                try:
+                    with heavy_job("Measuring diversity"):
+                        with st.spinner("One forward pass per image, then all pairs…"):
+                            result["diversity"] = view.folder_diversity(model_of(dspec), dspec, result["folders"])
+                except JobsBusy as exc:
+                    st.error(str(exc))
+                except (ValueError, TypeError, WeightsUnavailable) as exc:
+                    st.error(md_escape(str(exc), links=True))
+            if "diversity" in result:
+                div = result["diversity"]
+                table(div if div["note"].any() else div.drop(columns=["note"]), "ds_diversity_table",
+                      ("diversity", "95% CI low", "95% CI high"))
+                st.caption("The mean distance over all pairs of a folder's images (every image in it, paired or not), "
+                           "with a 95 % interval from the jackknife over images: pairs that share an image are not "
+                           "independent draws. A method whose outputs are far less diverse than the references "
+                           "smooths them out; the same as "
+                           f"`python -m lpips_core diversity DIR --metrics {dspec.name}`.")
+
+
+def _worst_pairs(result: dict, names) -> None:
+    """The :data:`WORST` worst pairs' spatial maps under the first metric that has them."""
+    spec = map_spec(names)
+    st.subheader(f"The {WORST} worst pairs" + (f" by {spec.label}" if spec else ""))
+    if spec is None:
+        st.info("Add an LPIPS-like metric to see the worst pairs' spatial maps.")
+        return
     if "maps" not in result:  # computed once per scoring, not on every rerun
         try:
             with heavy_job("Drawing the worst pairs' maps"):
@@ -452,24 +474,47 @@ else:
                "over its test image: the layers' per-position terms, upsampled to the image and summed (its mean "
                "is the pair's score, up to that upsampling).")
 
-# ---- explain a reported number
+
 @page_fragment("Score a dataset")
-def explain_fragment() -> None:
-    """Its widgets rerun this part alone: the tables and maps above are neither rebuilt nor re-sent."""
-    explain_section(result, stored[0])
+def _explain(result: dict, signature: tuple) -> None:
+    """Explain a reported number, as a fragment: its widgets rerun this part alone (with the last
+    full run's result), and the tables and maps above are neither rebuilt nor re-sent."""
+    explain_section(result, signature)
 
 
-explain_fragment()
+def _downloads(result: dict, names, pairs, comp: list | None) -> None:
+    """The per-pair table as CSV; the summary and configuration as JSON."""
+    st.subheader("Downloads")
+    report = {"dataset": result["label"], "metrics": list(names), "mismatch": result["mismatch"],
+              "methods": {label: run.to_json() for label, run in result["runs"].items()},
+              "versions": package_versions()}
+    if comp is not None:
+        report["comparison"] = comp
+    d1, d2 = st.columns(2)
+    d1.download_button("Per-pair table (CSV)", frame_to_csv(pairs).encode(), "dataset_scores.csv", "text/csv",
+                       key="ds_csv")
+    d2.download_button("Summary and configuration (JSON)", json.dumps(report, indent=2, default=str).encode(),
+                       "dataset_scores.json", "application/json", key="ds_json")
 
-# ---- downloads
-st.subheader("Downloads")
-report = {"dataset": result["label"], "metrics": list(names), "mismatch": result["mismatch"],
-          "methods": {label: run.to_json() for label, run in result["runs"].items()},
-          "versions": package_versions()}
-if comp is not None:
-    report["comparison"] = comp
-d1, d2 = st.columns(2)
-d1.download_button("Per-pair table (CSV)", frame_to_csv(pairs).encode(), "dataset_scores.csv", "text/csv",
-                   key="ds_csv")
-d2.download_button("Summary and configuration (JSON)", json.dumps(report, indent=2, default=str).encode(),
-                   "dataset_scores.json", "application/json", key="ds_json")
+
+def main() -> None:
+    """The page, top to bottom."""
+    st.title("Score a dataset")
+    st.markdown(
+        "A folder of references (ground truth) against one or two methods' test images, paired by file name, under "
+        "many metrics at once: the table a paper reports, with its spread, and the pairs that drive it."
+    )
+    source, dataset = _dataset()
+    names, mismatch = _settings()
+    signature, result = _scored(source, dataset, names, mismatch)
+    names = result["names"]
+    _summary(result, names)
+    pairs = _every_pair(result, names)
+    comp = _versus(result, names)
+    _diversity(result, names)
+    _worst_pairs(result, names)
+    _explain(result, signature)
+    _downloads(result, names, pairs, comp)
+
+
+main()

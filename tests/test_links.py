@@ -35,19 +35,19 @@ def test_every_page_has_a_url_path_and_the_browser_suite_knows_them():
 
 def test_each_page_declares_the_widgets_its_links_carry():
     """A page's linked fields (``links.declare``) are its own widgets' keys, and a page that
-    declares them calls ``links.declare`` before drawing them."""
+    declares any calls ``links.declare`` first thing in its ``main()``, before drawing a widget."""
     declared = {}
     for page in sorted((REPO / "app_pages").glob("*.py")):
         text = page.read_text()
         tree = ast.parse(text)
         keys = [ast.literal_eval(n.args[0]) for n in ast.walk(tree) if isinstance(n, ast.Call)
                 and getattr(n.func, "id", getattr(n.func, "attr", "")) == "Field"]
-        calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "attr", "") == "declare"]
+        main = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "main")
+        first = next(n for n in main.body if not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)))
+        declares_first = isinstance(first, ast.Expr) and ast.unparse(first.value).startswith("links.declare(")
         for key in keys:
             assert f'key="{key}"' in text, f"{page.name} links {key!r}, which is not one of its widgets' keys"
-            assert calls, f"{page.name} has linked fields but does not call links.declare"
-            widget = text.index(f'key="{key}"')
-            assert min(text.index(ast.get_source_segment(text, c)) for c in calls) < widget, page.name
+            assert declares_first, f"{page.name} has linked fields but its main() does not begin with links.declare"
         declared[page.stem] = keys
     assert declared["shift_vs_blur"] == ["svb_present", "svb_shift", "svb_blur"]
     assert declared["distortion_lab"] == ["lab_opacity"] and declared["inside_a_layer"] == ["ial_w2"]

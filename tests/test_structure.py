@@ -334,3 +334,84 @@ def test_the_model_key_scans_find_what_they_must():
                                                 "x.py:5 ('lpips', net, v)", "x.py:6 (s.net, s.version)"]
     assert registry_builds(source, "x.py") == ["x.py:7 reg.build(…)", "x.py:8 b(…)",
                                                "x.py:9 lpips_core.metric_registry.build(…)"]
+
+
+# --------------------------------------------------------------------------- pages and the ui package
+#: The statements a page may hold at module level besides the last line's ``main()``.
+PAGE_TOP_LEVEL = (ast.Import, ast.ImportFrom, ast.Assign, ast.AnnAssign, ast.FunctionDef, ast.ClassDef)
+
+
+def page_shape(source: str, where: str) -> list[str]:
+    """What breaks the one page style in ``source``: a page is its docstring, imports, constants,
+    functions and classes, and last ``main()``, the function that draws it top to bottom (its
+    parts that rerun alone are functions decorated with ``@page_fragment``). A constant may not
+    call Streamlit (``x = st.slider(…)`` at module level is page code outside ``main``)."""
+    tree = ast.parse(source)
+    body = list(tree.body)
+    out = []
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        body = body[1:]
+    else:
+        out.append(f"{where}:1 no docstring")
+    last = body[-1] if body else None
+    if not (isinstance(last, ast.Expr) and isinstance(last.value, ast.Call) and ast.unparse(last.value) == "main()"):
+        out.append(f"{where}:{getattr(last, 'lineno', 1)} the last statement is not main()")
+    else:
+        body = body[:-1]
+    if not any(isinstance(n, ast.FunctionDef) and n.name == "main" for n in body):
+        out.append(f"{where}:1 no main()")
+    for node in body:
+        if not isinstance(node, PAGE_TOP_LEVEL):
+            out.append(f"{where}:{node.lineno} {ast.unparse(node).splitlines()[0][:60]}")
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)) and any(
+                isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "st"
+                for n in ast.walk(node)):
+            out.append(f"{where}:{node.lineno} Streamlit at module level: {ast.unparse(node).splitlines()[0][:60]}")
+    return out
+
+
+def test_every_page_has_one_shape():
+    pages = sorted((REPO / "app_pages").glob("*.py"))
+    offenders = [o for f in pages for o in page_shape(f.read_text(), _where(f))]
+    assert offenders == [], "pages outside the one page style:\n" + "\n".join(offenders)
+
+
+def test_the_page_shape_scan_finds_what_it_must():
+    good = '"""A page."""\nimport streamlit as st\n\nTITLE = "x"\n\n\ndef main():\n    st.title(TITLE)\n\n\nmain()\n'
+    assert page_shape(good, "p.py") == []
+    bad = '"""A page."""\nimport streamlit as st\n\nst.title("x")\nx = st.slider("a", 0, 1)\nif x:\n    pass\n'
+    assert page_shape(bad, "p.py") == ["p.py:6 the last statement is not main()", "p.py:1 no main()",
+                                       "p.py:4 st.title('x')", "p.py:5 Streamlit at module level: x = st.slider('a', 0, 1)",
+                                       "p.py:6 if x:"]
+
+
+def ui_package_uses(source: str, where: str) -> list[str]:
+    """Where ``source`` uses the ``ui`` package itself rather than one of its modules: ``import ui``
+    and ``ui.name`` (names are imported from the module that defines them, so go-to-definition
+    finds them; ``import ui.text`` then ``ui.text.x`` is a module's name and allowed)."""
+    tree = ast.parse(source)
+    out = [(n.lineno, "import ui") for n in ast.walk(tree) if isinstance(n, ast.Import)
+           for a in n.names if a.name == "ui"]
+    out += [(n.lineno, f"from ui import {a.name}") for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
+            and n.module == "ui" and not n.level for a in n.names if not (REPO / "ui" / f"{a.name}.py").exists()]
+    dotted = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names if a.name.startswith("ui.")}
+    if not any(what == "import ui" for _, what in out):
+        return [f"{where}:{line} {what}" for line, what in sorted(out)]
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "ui" \
+                and f"ui.{n.attr}" not in dotted:
+            out.append((n.lineno, f"ui.{n.attr}"))
+    return [f"{where}:{line} {what}" for line, what in sorted(out)]
+
+
+def test_names_come_from_the_ui_module_that_defines_them():
+    files = [*code_files(), *sorted((REPO / "tests").rglob("*.py")), *sorted((REPO / "benchmarks").rglob("*.py"))]
+    offenders = [o for f in files for o in ui_package_uses(f.read_text(), _where(f))]
+    assert offenders == [], "the ui package used as a namespace (import from its modules):\n" + "\n".join(offenders)
+
+
+def test_the_ui_scan_finds_what_it_must():
+    source = "import ui\nimport ui.text\nfrom ui import links, reference\n\nui.md_escape('x')\nui.text.fmt(1)\n"
+    assert ui_package_uses(source, "x.py") == ["x.py:1 import ui", "x.py:3 from ui import reference",
+                                               "x.py:5 ui.md_escape"]
+    assert ui_package_uses("import ui.text\n\nui.text.fmt(1)\n", "x.py") == []

@@ -16,7 +16,7 @@ browser's renderer CPU from 0.65 to 0.58 s.
 from __future__ import annotations
 
 import functools
-from typing import Callable
+from typing import Any, Callable
 
 import streamlit as st
 from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
@@ -33,8 +33,9 @@ def fragment_rerun() -> bool:
     return bool(ctx is not None and ctx.fragment_ids_this_run)
 
 
-def page_fragment(where: str) -> Callable[[Callable[[], None]], Callable[[], None]]:
-    """Decorate a page's body (a function of no arguments) as an ``st.fragment``.
+def page_fragment(where: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """Decorate a part of a page as an ``st.fragment``. Its arguments are Streamlit's: a rerun of
+    the fragment alone calls it with those of the last full run.
 
     Args:
         where: the page's title, named by the error boundary's message.
@@ -43,17 +44,17 @@ def page_fragment(where: str) -> Callable[[Callable[[], None]], Callable[[], Non
     once so that the link it shows is the new one.
     """
 
-    def decorate(body: Callable[[], None]) -> Callable[[], None]:
+    def decorate(body: Callable[..., None]) -> Callable[..., None]:
         @st.fragment
         @functools.wraps(body)
-        def run() -> None:
+        def run(*args: Any, **kwargs: Any) -> None:
             alone = fragment_rerun()  # else a full run, after which app.py does the rest
             before = st.session_state.get(links._LAST)
             try:
                 # Inside the fragment on every run: Streamlit shows an exception that leaves a
                 # fragment as its own error element (with the traceback), before app.py's boundary.
                 with error_boundary(where):
-                    body()
+                    body(*args, **kwargs)
             finally:
                 if alone:
                     with error_boundary("The link"):

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from .options import DATASET_WORDS, add_backend, add_memory, add_metric_options, add_outputs, add_pair_options, \
     add_sample, backend_session, metric_specs
-from .run import Bar, fmt, interrupted_message, run_command
+from .run import Bar, interrupted_message, metric_table, run_command
 from .score import print_summary, score_command
 from .space_common import build_model, load_embedding, on_ray, versions
 
@@ -166,11 +166,8 @@ def print_diversity(out: dict) -> None:
     c = out["config"]
     print(f"{c['images']} images, all {c['pairs']} pairs through the Gram matrix"
           + (f"; {out['skipped']} unreadable image(s) left out" if out["skipped"] else ""))
-    width = max([len("metric")] + [len(k) for k in out["metrics"]])
-    print(f"{'metric':<{width}}  {'pairs':>8}  {'mean':>10}  {'std':>10}  95% CI of the mean")
-    for name, s in out["metrics"].items():
-        lo, hi = s["ci95"]
-        print(f"{name:<{width}}  {s['n']:>8}  {fmt(s['mean']):>10}  {fmt(s['std']):>10}  [{fmt(lo)}, {fmt(hi)}]")
+    for line in metric_table(out["metrics"], "pairs", 8):
+        print(line)
     print("std: of the pair distances (ddof=1); CI: jackknife over images (pairs share images)")
     if c.get("matrix"):
         print(f"matrix: {printable(c['matrix'])}")

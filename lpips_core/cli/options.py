@@ -10,8 +10,9 @@ options to a subcommand's parser; the metric options are declared once
 from __future__ import annotations
 
 import argparse
+import math
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 from ..cells import one_line
 from ..conventions import CONVENTIONS
@@ -57,26 +58,25 @@ def side(text: str) -> int:
     return _sides(text, hw=False)  # type: ignore[return-value]
 
 
+def _checked(text: str, parse: Callable[[str], Any], ok: Callable[[Any], bool], expected: str) -> Any:
+    """``parse(text)`` when it parses and passes ``ok``; else ``expected {expected}, got {text!r}``."""
+    try:
+        value = parse(text)
+    except ValueError:
+        value = None
+    if value is None or not ok(value):
+        raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
+    return value
+
+
 def positive(text: str) -> int:
     """An integer ``≥ 1``."""
-    try:
-        n = int(text)
-    except ValueError:
-        n = 0
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return n
+    return _checked(text, int, lambda n: n >= 1, "a positive integer")
 
 
 def workers(text: str) -> int:
     """A number of processes, an integer ``≥ 0`` (``--workers``, ``--lanes``)."""
-    try:
-        n = int(text)
-    except ValueError:
-        n = -1
-    if n < 0:
-        raise argparse.ArgumentTypeError(f"expected a number of processes ≥ 0, got {text!r}")
-    return n
+    return _checked(text, int, lambda n: n >= 0, "a number of processes ≥ 0")
 
 
 def shard(text: str) -> tuple[int, int]:
@@ -118,24 +118,12 @@ def ray_address(text: str) -> str:
 
 def finite(text: str) -> float:
     """A finite float (no ``nan``, ``inf``)."""
-    try:
-        v = float(text)
-    except ValueError:
-        v = float("nan")
-    if v != v or v in (float("inf"), float("-inf")):
-        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
-    return v
+    return _checked(text, float, math.isfinite, "a finite number")
 
 
 def strength(text: str) -> float:
     """A float in ``[0, 1e6]`` (``fit-lin --strength``)."""
-    try:
-        v = float(text)
-    except ValueError:
-        v = -1.0
-    if not (0.0 <= v <= 1e6):
-        raise argparse.ArgumentTypeError(f"expected a number from 0 to 1e6, got {text!r}")
-    return v
+    return _checked(text, float, lambda v: 0.0 <= v <= 1e6, "a number from 0 to 1e6")
 
 
 # --------------------------------------------------------------------------- the metric options

@@ -83,6 +83,18 @@ def fmt(v) -> str:
     return number(v, 6, significant=True, short_exponent=False)
 
 
+def metric_table(metrics: dict, count: str, count_width: int) -> list[str]:
+    """Per metric (``{name: {"n", "mean", "std", "ci95"}}``) the count (headed ``count``), mean, std
+    and the 95 % interval of the mean, as aligned lines, the header first."""
+    width = max([len("metric")] + [len(k) for k in metrics])
+    lines = [f"{'metric':<{width}}  {count:>{count_width}}  {'mean':>10}  {'std':>10}  95% CI of the mean"]
+    for name, s in metrics.items():
+        lo, hi = s["ci95"]
+        lines.append(f"{name:<{width}}  {s['n']:>{count_width}}  {fmt(s['mean']):>10}  {fmt(s['std']):>10}  "
+                     f"[{fmt(lo)}, {fmt(hi)}]")
+    return lines
+
+
 def say(line: str) -> None:
     """Print one line of a text summary: names and paths in it shown by :func:`~lpips_core.cells.printable`."""
     print(printable(line))

@@ -23,7 +23,7 @@ from typing import Callable
 
 from .options import DATASET_WORDS, add_backend, add_folders, add_metric_options, add_outputs, add_pair_options, \
     backend_session, metric_specs
-from .run import Bar, fmt, interrupted_message, run_command, say
+from .run import Bar, interrupted_message, metric_table, run_command, say
 
 
 def add_parser(subparsers) -> None:
@@ -88,11 +88,8 @@ def print_summary(out: dict) -> None:
     skipped = ", ".join(f"{k} {v}" for k, v in out["skipped_by_reason"].items())
     say(f"scored {out['n']} pairs" + (f"; {out['skipped']} skipped ({skipped})" if out["skipped"] else "")
         + f"; size mismatch policy: {out['config']['mismatch']}")
-    width = max([len("metric")] + [len(k) for k in out["metrics"]])
-    say(f"{'metric':<{width}}  {'n':>6}  {'mean':>10}  {'std':>10}  95% CI of the mean")
-    for name, s in out["metrics"].items():
-        lo, hi = s["ci95"]
-        say(f"{name:<{width}}  {s['n']:>6}  {fmt(s['mean']):>10}  {fmt(s['std']):>10}  [{fmt(lo)}, {fmt(hi)}]")
+    for line in metric_table(out["metrics"], "n", 6):
+        say(line)
     say("std: sample standard deviation (ddof=1); CI: Student t")
     disc = out["config"].get("discovery") or {}
     what = {"only_reference": "references without a test image", "only_test": "test images without a reference",

@@ -135,18 +135,56 @@ PAGE_DONE_JS = r"""() => {
     .some(d => !(d.querySelector("canvas") || {}).width);
 }"""
 
+#: A JavaScript function ``gridCuts(df, skipLast)`` for the two page scans (:data:`FIT_JS` here and
+#: the every-page audit): the columns of an ``st.dataframe`` (glide-data-grid draws on a canvas)
+#: whose text reaches a column border, as ``[[column index, width in CSS px], …]``, or ``null``
+#: when the grid is not drawn. The canvas is read back, the column borders found as full-height
+#: lines of the grid's border colour, and a column whose text (pixels darker than the text
+#: threshold) runs into the 3 px next to its border is cut (text that fits keeps them clear).
+#: ``skipLast``: leave out the last column shown (a grid that scrolls sideways cuts it at its edge:
+#: that is the scroll, not a cut).
+GRID_CUTS_JS = r"""
+const gridCuts = (df, skipLast) => {
+  const canvas = df.querySelector("canvas");
+  if (!canvas || !canvas.width) return null;
+  const g = canvas.getContext("2d"), W = canvas.width, H = canvas.height, k = W / canvas.clientWidth;
+  const px = g.getImageData(0, 0, W, H).data;
+  const css = getComputedStyle(df.querySelector(".stDataFrameGlideDataEditor") || df);
+  const border = (css.getPropertyValue("--gdg-border-color") || "#E8E5E2").trim();
+  const [br, bg, bb] = [1, 3, 5].map(i => parseInt(border.slice(i, i + 2), 16));
+  const near = (i, r, gg, b) => Math.abs(px[i] - r) < 8 && Math.abs(px[i + 1] - gg) < 8 && Math.abs(px[i + 2] - b) < 8;
+  const edges = [-1];
+  for (let x = 0; x < W; x++) {
+    let n = 0;
+    for (let y = 0; y < H; y++) if (near(4 * (y * W + x), br, bg, bb)) n++;
+    if (n > 0.8 * H && x - edges[edges.length - 1] > 1) edges.push(x);
+  }
+  edges.push(W);
+  const padding = Math.max(2, Math.round(3 * k));
+  const cuts = [];
+  for (let c = 0; c + 1 < edges.length; c++) {
+    if (skipLast && c === edges.length - 2) continue;
+    const x0 = edges[c] + 1, x1 = edges[c + 1] - 1;
+    let lo = Infinity, hi = -Infinity;
+    for (let y = 0; y < H; y++) for (let x = x0; x <= x1; x++) {
+      const i = 4 * (y * W + x);
+      if (0.299 * px[i] + 0.587 * px[i + 1] + 0.114 * px[i + 2] < 170) { lo = Math.min(lo, x); hi = Math.max(hi, x); }
+    }
+    if (hi >= x1 - padding || (lo <= x0 + padding && lo !== Infinity)) cuts.push([c, Math.round((x1 - x0) / k)]);
+  }
+  return cuts;
+};"""
+
 #: What is cut in the main area: for every table (``st.table``), data grid (``st.dataframe``),
 #: metric and Plotly chart, a line saying what does not fit. ``[]`` when everything shows whole.
 #: - an element wider than the main column, or reaching past its right edge;
 #: - ``st.table``: the table wider than its frame, or a cell whose content overflows it;
-#: - ``st.dataframe`` (glide-data-grid draws on a canvas): a grid that scrolls sideways, or a cell
-#:   whose text reaches into the 8 px padding at a column border: the canvas is read back, the
-#:   column borders found as full-height lines of the grid's border colour, and every pixel darker
-#:   than the text threshold located (text that fits keeps the padding clear; clipped text runs
-#:   to the border);
+#: - ``st.dataframe``: a grid that scrolls sideways, or a column whose text reaches its border
+#:   (:data:`GRID_CUTS_JS`);
 #: - ``st.metric``: a value or label cut by its ellipsis (``scrollWidth > clientWidth``);
 #: - a Plotly chart: a text (title, annotation, bar label) outside the chart's box.
 FIT_JS = r"""() => {
+""" + GRID_CUTS_JS + r"""
   const out = [];
   const main = document.querySelector("[data-testid='stMainBlockContainer']");
   if (!main) return ["no main block container"];
@@ -173,32 +211,9 @@ FIT_JS = r"""() => {
     const s = df.querySelector(".dvn-scroller");
     if (s && s.scrollWidth > s.clientWidth + 1)
       say(df, `data grid scrolls sideways (${s.scrollWidth} px of columns in ${s.clientWidth} px)`);
-    const canvas = df.querySelector("canvas");
-    if (!canvas || !canvas.width) { say(df, "data grid not drawn"); continue; }
-    const g = canvas.getContext("2d"), W = canvas.width, H = canvas.height, k = W / canvas.clientWidth;
-    const px = g.getImageData(0, 0, W, H).data;
-    const css = getComputedStyle(df.querySelector(".stDataFrameGlideDataEditor") || df);
-    const border = (css.getPropertyValue("--gdg-border-color") || "#E8E5E2").trim();
-    const [br, bg, bb] = [1, 3, 5].map(i => parseInt(border.slice(i, i + 2), 16));
-    const near = (i, r, gg, b) => Math.abs(px[i] - r) < 8 && Math.abs(px[i + 1] - gg) < 8 && Math.abs(px[i + 2] - b) < 8;
-    const edges = [-1];
-    for (let x = 0; x < W; x++) {
-      let n = 0;
-      for (let y = 0; y < H; y++) if (near(4 * (y * W + x), br, bg, bb)) n++;
-      if (n > 0.8 * H && x - edges[edges.length - 1] > 1) edges.push(x);
-    }
-    edges.push(W);
-    const padding = Math.max(2, Math.round(3 * k));
-    for (let c = 0; c + 1 < edges.length; c++) {
-      const x0 = edges[c] + 1, x1 = edges[c + 1] - 1;
-      let lo = Infinity, hi = -Infinity;
-      for (let y = 0; y < H; y++) for (let x = x0; x <= x1; x++) {
-        const i = 4 * (y * W + x);
-        if (0.299 * px[i] + 0.587 * px[i + 1] + 0.114 * px[i + 2] < 170) { lo = Math.min(lo, x); hi = Math.max(hi, x); }
-      }
-      if (hi >= x1 - padding || (lo <= x0 + padding && lo !== Infinity))
-        say(df, `data grid column ${c + 1} (${Math.round((x1 - x0) / k)} px): its text reaches the border`);
-    }
+    const cuts = gridCuts(df, false);
+    if (cuts === null) { say(df, "data grid not drawn"); continue; }
+    for (const [c, width] of cuts) say(df, `data grid column ${c + 1} (${width} px): its text reaches the border`);
   }
   for (const m of all("[data-testid='stMetricValue'] > div, [data-testid='stMetricLabel'] [data-testid='stMarkdownContainer']"))
     if (m.scrollWidth > m.clientWidth + 1) say(m, `metric cut (${m.scrollWidth} > ${m.clientWidth} px)`);

@@ -37,7 +37,7 @@ import os
 
 import pytest
 
-from .driver import OUT, PAGE_DONE_JS, PAGES, AppPage, slug, start_server
+from .driver import GRID_CUTS_JS, OUT, PAGE_DONE_JS, PAGES, AppPage, slug, start_server
 
 SHOTS = OUT / "every-page"
 SIZES = {"1024x768": (1024, 768), "phone": (390, 844)}
@@ -45,6 +45,7 @@ SIZES = {"1024x768": (1024, 768), "phone": (390, 844)}
 #: Every finding on the page as ``{kind, element, what, text}``: ``kind`` is ``cut``, ``scroll``,
 #: ``overlap``, ``chart`` or ``grid``; ``element`` the nearest keyed container or Streamlit test id.
 AUDIT_JS = r"""() => {
+""" + GRID_CUTS_JS + r"""
   const out = [];
   const app = document.querySelector("[data-testid='stApp']");
   const main = document.querySelector("[data-testid='stMain']");
@@ -229,38 +230,12 @@ AUDIT_JS = r"""() => {
   // may cut the last column it shows at its edge: that is the scroll, not a cut.
   for (const df of main.querySelectorAll("[data-testid='stDataFrame']")) {
     if (!shown(df)) continue;
-    const canvas = df.querySelector("canvas");
-    if (!canvas || !canvas.width) { say("grid", df, "data grid not drawn"); continue; }
     const scroller = df.querySelector(".dvn-scroller");
-    const scrolls = scroller && scroller.scrollWidth > scroller.clientWidth + 1;
-    const g = canvas.getContext("2d"), W = canvas.width, H = canvas.height, k = W / canvas.clientWidth;
-    const px = g.getImageData(0, 0, W, H).data;
-    const css = getComputedStyle(df.querySelector(".stDataFrameGlideDataEditor") || df);
-    const border = (css.getPropertyValue("--gdg-border-color") || "#E8E5E2").trim();
-    const [br, bg, bb] = [1, 3, 5].map(i => parseInt(border.slice(i, i + 2), 16));
-    const near = (i, r, gg, b) => Math.abs(px[i] - r) < 8 && Math.abs(px[i + 1] - gg) < 8 && Math.abs(px[i + 2] - b) < 8;
-    const edges = [-1];
-    for (let x = 0; x < W; x++) {
-      let n = 0;
-      for (let y = 0; y < H; y++) if (near(4 * (y * W + x), br, bg, bb)) n++;
-      if (n > 0.8 * H && x - edges[edges.length - 1] > 1) edges.push(x);
-    }
-    edges.push(W);
-    const padding = Math.max(2, Math.round(3 * k));
-    const last = edges.length - 2;
-    for (let c = 0; c + 1 < edges.length; c++) {
-      if (scrolls && c === last) continue;
-      const x0 = edges[c] + 1, x1 = edges[c + 1] - 1;
-      let lo = Infinity, hi = -Infinity;
-      for (let y = 0; y < H; y++) for (let x = x0; x <= x1; x++) {
-        const i = 4 * (y * W + x);
-        if (0.299 * px[i] + 0.587 * px[i + 1] + 0.114 * px[i + 2] < 170) { lo = Math.min(lo, x); hi = Math.max(hi, x); }
-      }
-      if (hi >= x1 - padding || (lo <= x0 + padding && lo !== Infinity)) {
-        const head = [...df.querySelectorAll("thead th, [role='columnheader']")].map(h => h.textContent.trim())[c] || "";
-        say("grid", df, `data grid column ${c + 1} (${Math.round((x1 - x0) / k)} px): its text reaches the border`, head);
-      }
-    }
+    const cuts = gridCuts(df, scroller && scroller.scrollWidth > scroller.clientWidth + 1);
+    if (cuts === null) { say("grid", df, "data grid not drawn"); continue; }
+    const heads = [...df.querySelectorAll("thead th, [role='columnheader']")].map(h => h.textContent.trim());
+    for (const [c, width] of cuts)
+      say("grid", df, `data grid column ${c + 1} (${width} px): its text reaches the border`, heads[c] || "");
   }
   // one line per finding
   const seen = new Set();
