@@ -354,6 +354,18 @@ def start_server(log_path: Path, *, timeout: float = 90.0, attempts: int = 3) ->
 
 
 # --------------------------------------------------------------------------- a page (sync API)
+def _script_finished(payload: bytes) -> bool:
+    """Whether a websocket frame from the server is Streamlit's ``script_finished`` message."""
+    from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+    msg = ForwardMsg()
+    try:
+        msg.ParseFromString(payload)
+    except Exception:  # noqa: BLE001  (not a ForwardMsg: not ours to count)
+        return False
+    return msg.WhichOneof("type") == "script_finished"
+
+
 class AppPage:
     """One browser tab on the app, with the waits a Streamlit rerun needs.
 
@@ -367,6 +379,14 @@ class AppPage:
         self.timeout = timeout
         page.add_init_script(RUN_COUNTER_JS)
         page.set_default_timeout(timeout * 1000)
+        # the server's "script finished" messages to this tab (a whole run or a fragment's): a run
+        # too quick for the browser to draw its running state is still counted (see rerun)
+        self.finished = 0
+        page.on("websocket", lambda ws: ws.on("framereceived", self._frame))
+
+    def _frame(self, payload) -> None:
+        if isinstance(payload, (bytes, bytearray)) and _script_finished(bytes(payload)):
+            self.finished += 1
 
     # -- waiting
     def runs(self) -> int:
@@ -378,11 +398,12 @@ class AppPage:
                                     polling=100)
 
     def rerun(self, action: Callable[[], Any], *, timeout: float | None = None) -> None:
-        """Do ``action`` (a widget change) and wait for the rerun it causes to finish."""
-        before = self.runs()
+        """Do ``action`` (a widget change) and wait for the rerun it causes to finish: the page's
+        script state seen going back to not running, or the server's "script finished" message
+        (a rerun quicker than the browser draws shows only the latter)."""
+        before, finished = self.runs(), self.finished
         action()
-        self.page.wait_for_function("n => (window.__stRuns || 0) > n", arg=before,
-                                    timeout=(timeout or self.timeout) * 1000, polling=100)
+        self.wait_until(lambda: self.runs() > before or self.finished > finished, "the rerun", timeout=timeout)
         self.settle(timeout=timeout)
 
     def wait_until(self, predicate: Callable[[], Any], what: str, *, timeout: float | None = None) -> Any:
