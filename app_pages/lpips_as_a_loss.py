@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import Callable
 
 import numpy as np
 import pandas as pd
@@ -44,6 +45,20 @@ def _stop(kind: str) -> None:
 
 def _clear_stop(kind: str) -> None:
     st.session_state[f"{kind}_stopped"] = False
+
+
+def _run(kind: str, key: tuple, per_round: int, limit: float, experiment: Callable) -> None:
+    """``experiment(progress)`` in one of the server's heavy-job slots (one experiment at a time,
+    whoever asks), under a progress bar; its result is kept unless it was stopped."""
+    try:
+        with heavy_job("This run"):
+            bar, report = _progress(kind, per_round, limit)
+            result = experiment(report)
+            bar.empty()
+        if not result.cancelled:
+            _store(kind, key, result)
+    except JobsBusy as exc:
+        st.error(str(exc))
 
 
 def _run_buttons(kind: str) -> bool:
@@ -139,17 +154,9 @@ def _why_mse_blurs(lab: dict, ref: np.ndarray) -> dict:
     key = (content_digest(ref), int(size), int(copies), int(max_shift), int(steps), float(seconds), int(seed),
            tuple(chosen))
     if _run_buttons(BLUR_KEY):
-        try:
-            with heavy_job("This run"):  # one experiment at a time per server, whoever asks
-                bar, report = _progress(BLUR_KEY, 1 + len(chosen), float(seconds))
-                result = loss_lab.mse_blur_experiment(
-                    ref, {k: models[k] for k in chosen}, size=int(size), copies=int(copies), max_shift=int(max_shift),
-                    steps=int(steps), lr=b["lr"], seed=int(seed), max_seconds=float(seconds), progress=report)
-                bar.empty()
-            if not result.cancelled:
-                _store(BLUR_KEY, key, result)
-        except JobsBusy as exc:
-            st.error(str(exc))
+        _run(BLUR_KEY, key, 1 + len(chosen), float(seconds), lambda report: loss_lab.mse_blur_experiment(
+            ref, {k: models[k] for k in chosen}, size=int(size), copies=int(copies), max_shift=int(max_shift),
+            steps=int(steps), lr=b["lr"], seed=int(seed), max_seconds=float(seconds), progress=report))
 
     blur = _stored(BLUR_KEY).get(key)
     if blur is None:
@@ -254,20 +261,15 @@ def _fooling_the_metric(lab: dict, ref: np.ndarray, models: dict) -> None:
     fkey = (content_digest(ref), target_name, float(eps), int(fsize), int(fsteps), float(fseconds), int(fseed),
             tuple(fchosen))
     if _run_buttons(FOOL_KEY):
-        try:
-            with heavy_job("This run"):
-                bar, report = _progress(FOOL_KEY, max(1, len(fchosen)), float(fseconds))
-                chosen_models = {k: ELPIPS(vgg, seed=int(fseed)) if fool_models[k] == "elpips" else fool_models[k]
-                                 for k in fchosen}
-                result = loss_lab.fooling_experiment(
-                    ref, target, chosen_models, eps=float(eps), size=int(fsize), steps=int(fsteps),
-                    step_size=f["step_size"], check_samples=f["check_samples"], seed=int(fseed),
-                    max_seconds=float(fseconds), progress=report)
-                bar.empty()
-            if not result.cancelled:
-                _store(FOOL_KEY, fkey, result)
-        except JobsBusy as exc:
-            st.error(str(exc))
+        def attack(report):
+            chosen_models = {k: ELPIPS(vgg, seed=int(fseed)) if fool_models[k] == "elpips" else fool_models[k]
+                             for k in fchosen}
+            return loss_lab.fooling_experiment(
+                ref, target, chosen_models, eps=float(eps), size=int(fsize), steps=int(fsteps),
+                step_size=f["step_size"], check_samples=f["check_samples"], seed=int(fseed),
+                max_seconds=float(fseconds), progress=report)
+
+        _run(FOOL_KEY, fkey, max(1, len(fchosen)), float(fseconds), attack)
 
     fool = _stored(FOOL_KEY).get(fkey)
     if fool is None:

@@ -160,12 +160,7 @@ def build_pool(model, folder: str | os.PathLike[str], out: str | os.PathLike[str
     dim = _check_int("dim", dim, 1, "the projection's dimensions, e.g. dim=256")
     sample = _check_int("sample", sample, 2, "the images PCA is fitted on, e.g. sample=2048")
     memory_budget = _check_int("memory_budget", memory_budget, 1 << 24, "bytes, e.g. 1 << 30")
-    faiss = _faiss()
-    all_files, _ = image_files(folder)
-    if not all_files:
-        raise ValueError(f"folder {str(folder)!r} has no images")
-    out = Path(out)
-    _check_new(out)
+    faiss, all_files, out = _start(folder, out)
     run = _PoolBuild(model, spec, Path(folder), all_files, out, dim, seed, memory_budget, threads)
     if projection == "pca":
         run.fit_pca(sample)
@@ -179,6 +174,18 @@ def _faiss():
     except ImportError as exc:
         raise ImportError("the pool index needs FAISS: pip install -e .[faiss] (faiss-cpu)") from exc
     return faiss
+
+
+def _start(folder, out) -> tuple:
+    """What a pool build (here or on Ray) needs first: FAISS, the folder's images (none: an
+    error) and the output folder, made and checked by :func:`_check_new`."""
+    faiss = _faiss()
+    names, _ = image_files(folder)
+    if not names:
+        raise ValueError(f"folder {str(folder)!r} has no images")
+    out = Path(out)
+    _check_new(out)
+    return faiss, names, out
 
 
 def _check_new(out: Path) -> None:

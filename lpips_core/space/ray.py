@@ -173,18 +173,13 @@ def build_pool_ray(folder: str | os.PathLike[str], spec, out: str | os.PathLike[
     """
     from ..datasets.ray_backend import actor_errors, actor_resources, quiet_init, ray_module
     from ..spec import parse_spec
-    from .pool import PROJECTIONS, _check_new, _faiss, _PoolBuild
+    from .pool import PROJECTIONS, _PoolBuild, _start
 
     ray = ray_module()
     spec = parse_spec(spec)
     if projection not in PROJECTIONS:
         raise ValueError(f"projection must be one of {PROJECTIONS}, got {projection!r}")
-    faiss = _faiss()
-    names, _ = image_files(folder)
-    if not names:
-        raise ValueError(f"folder {str(folder)!r} has no images")
-    out = Path(out)
-    _check_new(out)
+    faiss, names, out = _start(folder, out)
     model = spec.build(device=device) if projection == "pca" else None
     run = _PoolBuild(model, spec.name, Path(folder), names, out, dim, seed, 1 << 30, 2)
     if projection == "pca":
