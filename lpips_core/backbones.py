@@ -23,14 +23,15 @@ import copy
 import os
 import threading
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import torch
 from torch import nn
 
-from . import environment
+from . import environment, winograd
 
 __all__ = ["Backbone", "CHANNELS", "FIRST_STRIDE", "LAYER_NAMES", "TAPS", "contiguous_stack", "layers_for", "nnpack_conv",
-           "between_layers", "nnpack_pool", "run_layers", "without_nnpack"]
+           "between_layers", "nnpack_pool", "run_layers", "share_with_lanes", "without_nnpack"]
 
 TAPS: dict[str, tuple[int, ...]] = {
     "alex": (1, 4, 7, 9, 11),
@@ -314,15 +315,28 @@ def run_layers(owner: nn.Module, x: torch.Tensor, taps, last: int | None = None)
     out = []
     hook = getattr(_HOOKS, "hook", None)
     fast = nnpack_conv(x)
-    for i, layer in enumerate(contiguous_stack(owner) if fast else layers_for(owner, x)):
-        y = None
-        if fast and _nnpack_layer(layer, x):
-            try:
-                y = _nnpack_call(x.contiguous(), layer.weight, layer.bias, layer.padding)
-            except RuntimeError:
-                _NNPACK["failed"], fast = True, False
-        elif fast and isinstance(layer, nn.MaxPool2d) and x.is_contiguous():
-            y = _max_pool_nchw(x, layer)
+    kept = fast and torch.get_num_threads() == 1 and winograd.available()
+    layers = list(contiguous_stack(owner) if fast else layers_for(owner, x))
+    skip = -1
+    for i, layer in enumerate(layers):
+        if i == skip:  # a ReLU already applied by the convolution before it
+            y = x
+        else:
+            y = None
+            if kept and winograd.eligible(layer, x):
+                fuse = i not in taps and i != last and i + 1 < len(layers) and isinstance(layers[i + 1], nn.ReLU)
+                try:
+                    y = winograd.conv3x3(layer, x, relu=fuse)
+                    skip = i + 1 if fuse else -1
+                except RuntimeError:
+                    kept = False
+            if y is None and fast and _nnpack_layer(layer, x):
+                try:
+                    y = _nnpack_call(x.contiguous(), layer.weight, layer.bias, layer.padding)
+                except RuntimeError:
+                    _NNPACK["failed"], fast = True, False
+            elif y is None and fast and isinstance(layer, nn.MaxPool2d) and x.is_contiguous():
+                y = _max_pool_nchw(x, layer)
         x = layer(x) if y is None else y
         if hook is not None:
             hook()
@@ -331,6 +345,40 @@ def run_layers(owner: nn.Module, x: torch.Tensor, taps, last: int | None = None)
         if i == last:
             break
     return out
+
+
+def share_with_lanes(model: nn.Module) -> Callable[[], None]:
+    """Make here what a one-thread pass through ``model``'s stacks (every submodule with a
+    ``features`` stack that :func:`run_layers` runs) makes on first use: the contiguous stack
+    and the Winograd kernels it keeps (:func:`lpips_core.winograd.transformed_kernel`), so that
+    scoring lanes forked afterwards share them copy-on-write instead of each making its own
+    (0.3 s and 0.4 GiB for VGG16, in every lane of every round of an explain). Returns the call
+    that drops what this made (what existed before stays)."""
+    if not (USE_NNPACK and winograd.available()):
+        return lambda: None
+    made: list = []
+    layers = []
+    for owner in model.modules():
+        if not isinstance(getattr(owner, "features", None), nn.Sequential):
+            continue
+        had_stack = "_contiguous_features" in owner.__dict__
+        stack = contiguous_stack(owner)
+        if not had_stack and "_contiguous_features" in owner.__dict__:
+            made.append(owner)
+        layers += [m for m in stack if winograd.layer_eligible(m) and not winograd.has_kernel(m)]
+    # NNPACK transforms a kernel without the GIL: one layer per CPU at a time
+    with ThreadPoolExecutor(max(1, min(len(layers), os.cpu_count() or 1))) as pool:
+        list(pool.map(winograd.transformed_kernel, layers))
+    made += layers
+
+    def drop() -> None:
+        for m in made:
+            if isinstance(m, nn.Conv2d):
+                winograd.forget(m)
+            else:
+                m.__dict__.pop("_contiguous_features", None)
+                m.__dict__.pop("_contiguous_key", None)
+    return drop
 
 
 def _traced_layers(owner: nn.Module, x: torch.Tensor, taps, last: int | None = None) -> list[torch.Tensor]:

@@ -322,6 +322,58 @@ class LPIPSBase(LearnedMetric):
                      for fx, fy, _, raw in self._pair_chunks(x, y, input_affine=input_affine)]
         return [torch.cat(layer).cpu() for layer in zip(*parts)]
 
+    def shares_backbone(self, other) -> bool:
+        """Whether ``other``'s backbone computes exactly what this one's does (the same network
+        and equal weights: VGG16 of version 0.0 and 0.1), so one pass can serve both."""
+        if other is self:
+            return True
+        mine, theirs = self.backbone, getattr(other, "backbone", None)
+        if theirs is mine:
+            return True
+        if type(theirs) is not type(mine) or getattr(theirs, "net", None) != getattr(mine, "net", None):
+            return False
+        a, b = dict(mine.named_parameters()), dict(theirs.named_parameters())
+        return a.keys() == b.keys() and all(a[k].shape == b[k].shape and a[k].device == b[k].device
+                                             and torch.equal(a[k], b[k]) for k in a)
+
+    @torch.inference_mode()
+    def pair_channel_terms_together(self, jobs: Sequence[tuple["LPIPSBase", torch.Tensor, torch.Tensor]]
+                                    ) -> list[list[torch.Tensor]]:
+        """:meth:`pair_channel_terms` of several ``(model, x, y)`` of one size, whose models
+        :meth:`shares_backbone` with this one, in backbone batches that hold whole jobs (as many
+        as :meth:`images_per_batch` allows): each job's inputs are scaled by its own model (its
+        version's scaling layer), the backbone is this one. Small inputs (the 64 px searches of
+        explain) then read the deep layers' weights once for all of them rather than once per
+        job. ``x``, ``y``: ``(N, 3, H, W)`` in ``[-1, 1]`` on a CPU with the NumPy head
+        (:func:`_numpy_head`). Returns each job's per-layer ``(N, C_l)`` terms."""
+        if not jobs:
+            return []
+        size = tuple(jobs[0][1].shape[-2:])
+        inputs = []
+        for model, x, y in jobs:
+            x, y = model._check_input(x, "x"), model._check_input(y, "y")
+            model._check_sizes(x, y)
+            if tuple(x.shape[-2:]) != size or x.shape[0] != y.shape[0]:
+                raise ValueError("pair_channel_terms_together needs jobs of one size, with as many x as y")
+            inputs.append(model._pair_input(x, y, None, numpy=True))
+        per = max(self.images_per_batch(*size, images=sum(t.shape[0] for t in inputs)), 2)
+        out: list[list[torch.Tensor]] = []
+        start = 0
+        while start < len(inputs):
+            stop, images = start + 1, inputs[start].shape[0]
+            while stop < len(inputs) and images + inputs[stop].shape[0] <= per:
+                images += inputs[stop].shape[0]
+                stop += 1
+            taps = self._backbone_taps(torch.cat(inputs[start:stop]) if stop - start > 1 else inputs[start])
+            at = 0
+            for t in inputs[start:stop]:
+                n = t.shape[0] // 2
+                part = [tap[at:at + 2 * n] for tap in taps]
+                out.append(_np_channel_terms([p[:n] for p in part], [p[n:] for p in part], "both"))
+                at += 2 * n
+            start = stop
+        return out
+
     def _taps(self, x: torch.Tensor) -> tuple[list[torch.Tensor], tuple[int, int]]:
         """Validated input → the raw (not yet normalised) taps and the input size."""
         x = self._check_input(x)

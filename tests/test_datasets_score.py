@@ -352,3 +352,38 @@ def test_package_versions_are_the_installed_ones_and_a_new_dict_each_call():
     assert first["numpy"] == np.__version__
     first["torch"] = "edited by a caller"
     assert package_versions()["torch"] == metadata.version("torch")  # the cached lookup is not shared
+
+
+def test_small_passes_of_one_backbone_run_together(folders, monkeypatch):
+    """Resized and gray passes of at most 96 × 96 px that share a backbone (VGG16's two versions:
+    the scorer gives both models one backbone) run in shared batches: one group per input size,
+    each value within 1e-6 of its pass run alone."""
+    from lpips_core.datasets import score as score_module
+
+    specs = [MetricSpec("lpips", "vgg", v, lin, c, gray, size) for v in ("0.1", "0.0") for lin in (True, False)
+             for c in ("[-1,1]", "[0,255]") for gray in (False, True) for size in (None, 48)]
+    sc = Scorer(specs, device="cpu")
+    sc.build_all()
+    assert sc.model(specs[0]).backbone is sc.model(specs[-1]).backbone
+    groups = sc._small_groups((64, 64), lambda key: key)
+    sizes = sorted(len(g) for g in groups)
+    assert sizes == [4, 8]  # 64 px gray (2 versions × 2 ranges); 48 px colour and gray
+    pairs = match_folders(*folders)
+    together = score_pairs(pairs, scorer=sc, workers=0, lanes=0).rows
+    monkeypatch.setattr(score_module, "TOGETHER_MAX_PIXELS", 0)
+    alone = score_pairs(pairs, scorer=Scorer(specs, device="cpu"), workers=0, lanes=0).rows
+    for got, want in zip(together, alone):
+        for s in specs:
+            if want[s.name] is not None:
+                assert got[s.name] == pytest.approx(want[s.name], abs=1e-6), s.name
+
+
+def test_shares_backbone_compares_network_and_weights():
+    import torch
+
+    a, b, alex = (parse_spec(n).build("cpu") for n in ("lpips-vgg", "lpips-vgg-0.0", "lpips-alex"))
+    assert a.shares_backbone(b) and b.shares_backbone(a) and a.shares_backbone(a)
+    assert not a.shares_backbone(alex) and not alex.shares_backbone(a)
+    with torch.no_grad():
+        next(b.backbone.parameters())[0, 0, 0, 0] += 1e-3
+    assert not a.shares_backbone(b)

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 import torch
 
-from lpips_core import LPIPS, backbones
+from lpips_core import LPIPS, backbones, winograd
 from lpips_core.conventions import to_input
 from lpips_core.dists import DISTS
 from lpips_core.stlpips import STLPIPS
@@ -47,15 +47,22 @@ def one_thread():
 
 @pytest.fixture
 def calls(monkeypatch):
-    """Records the input shape of every NNPACK convolution."""
-    seen: list[tuple[int, ...]] = []
+    """Records the input shape of every NNPACK convolution: torch's call as the shape, a call with
+    the layer's kept Winograd kernel (:mod:`lpips_core.winograd`) as ``("kept", *shape)``."""
+    seen: list[tuple] = []
     real = torch._nnpack_spatial_convolution
+    kept = winograd.conv3x3
 
     def counted(x, w, b, padding, *args):
         seen.append(tuple(x.shape))
         return real(x, w, b, padding, *args)
 
+    def counted_kept(layer, x, **kwargs):
+        seen.append(("kept", *x.shape))
+        return kept(layer, x, **kwargs)
+
     monkeypatch.setattr(torch, "_nnpack_spatial_convolution", counted)
+    monkeypatch.setattr(winograd, "conv3x3", counted_kept)
     return seen
 
 
@@ -68,14 +75,17 @@ def _photo_pair(golden, side: int, n: int = 2):
 
 
 @pytest.mark.parametrize("net, side, layers", [
-    # AlexNet: conv2 sees 31 px maps at 256 px; conv3–5 (15 px) stay on oneDNN
-    ("alex", 256, [(4, 64, 31, 31)]),
-    # VGG16 at 64 px: the 64 and 32 px layers, not the 3-channel first one nor the 16/8/4 px ones
-    ("vgg", 64, [(4, 64, 64, 64), (4, 64, 32, 32), (4, 128, 32, 32)]),
+    # AlexNet at 256 px: the 5×5 conv2 over 31 px maps in torch's call; the 3×3 conv3–5 (15 px)
+    # with their kept kernels
+    ("alex", 256, [(4, 64, 31, 31), ("kept", 4, 192, 15, 15), ("kept", 4, 384, 15, 15), ("kept", 4, 256, 15, 15)]),
+    # VGG16 at 64 px: the 3×3 layers over 64, 32 and 16 px maps with their kept kernels; not the
+    # 3-channel first one nor the 8 and 4 px ones
+    ("vgg", 64, [("kept", 4, 64, 64, 64), ("kept", 4, 64, 32, 32), ("kept", 4, 128, 32, 32), ("kept", 4, 128, 16, 16),
+                 ("kept", 4, 256, 16, 16), ("kept", 4, 256, 16, 16)]),
 ])
 def test_lpips_on_one_thread_uses_nnpack_and_equals_the_reference(golden, one_thread, calls, net, side, layers):
     """Totals within 1e-6 of the reference ``lpips`` package (measured: ≤ 6e-8); NNPACK ran on
-    exactly the layers of large maps."""
+    exactly the layers of large maps, the 3×3 ones with their kept kernels."""
     model = LPIPS(net, "0.1", True, device="cpu")
     ref = reference_lpips(net, "0.1", True, load_backbone_weights(net).state_dict)
     x, y = _photo_pair(golden, side)
@@ -101,7 +111,8 @@ def test_nnpack_only_for_the_pools_thread_count_and_float32_inference(golden, ca
         model(x.clone().requires_grad_(), y.clone().requires_grad_()).sum().backward()
         assert calls == []
         model(x.clone().requires_grad_(), y).sum().backward()
-        assert calls == [tuple(y.shape[:1]) + (64, 31, 31)]  # the fixed target's conv2, alone
+        n = y.shape[0]  # the fixed target's pass, alone: conv2, then conv3–5 with their kept kernels
+        assert calls == [(n, 64, 31, 31), ("kept", n, 192, 15, 15), ("kept", n, 384, 15, 15), ("kept", n, 256, 15, 15)]
         calls.clear()
         model.double()(x.double(), y.double())
         assert calls == []
@@ -111,7 +122,7 @@ def test_nnpack_only_for_the_pools_thread_count_and_float32_inference(golden, ca
         assert calls == []
         backbones.USE_NNPACK = True
         model(x, y)
-        assert len(calls) == 1
+        assert len(calls) == 4
     finally:
         backbones.USE_NNPACK = True
         torch.set_num_threads(before)
@@ -123,7 +134,8 @@ def test_a_fixed_target_uses_nnpack_except_in_dists(golden, one_thread, calls):
     gradient by up to 1.8e-6 (192 px; the bound is 1e-6; ``test_training_path.py`` holds both)."""
     x, y = _photo_pair(golden, 64)
     LPIPS("vgg", device="cpu")(x.clone().requires_grad_(), y).sum().backward()
-    assert calls == [(2, 64, 64, 64), (2, 64, 32, 32), (2, 128, 32, 32)]  # the target's pass alone
+    assert calls == [("kept", 2, 64, 64, 64), ("kept", 2, 64, 32, 32), ("kept", 2, 128, 32, 32),  # the target's
+                     ("kept", 2, 128, 16, 16), ("kept", 2, 256, 16, 16), ("kept", 2, 256, 16, 16)]  # pass alone
     calls.clear()
     DISTS(device="cpu")((x.clone() + 1) / 2, (y + 1) / 2)  # inference: NNPACK
     assert calls
@@ -296,7 +308,7 @@ import json, sys
 import numpy as np, torch
 from PIL import Image
 torch.set_num_threads(2)
-from lpips_core import LPIPS, backbones
+from lpips_core import LPIPS, backbones, winograd
 from lpips_core.conventions import to_input
 from lpips_core.testing import reference_lpips
 from lpips_core.weights import load_backbone_weights

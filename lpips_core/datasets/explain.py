@@ -59,6 +59,7 @@ or ``--no-race``) is the exact search. Rows that stay dropped come after the com
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import re
@@ -368,8 +369,9 @@ def explain(
     scorer = Scorer(grid.specs, device=device, models=_model_keys(models))
     search = _Search(pairs, scorer, reported, race=race, exact_rows=exact_rows, seed=seed, mismatch=mismatch,
                      batch_size=batch_size, workers=workers, lanes=lanes, progress=progress, status=status)
-    search.run()
-    cands, keys = _rank(search, hints, exact_rows)
+    with scorer.shared_with_lanes() if search.lanes else contextlib.nullcontext():
+        search.run()
+        cands, keys = _rank(search, hints, exact_rows)
     return Explanation(reported, name, hints, cands, len(keys), dict(sorted(search.skipped.items())),
                        grid.unavailable, grid.searched(narrow), search.summary(exact_rows))
 

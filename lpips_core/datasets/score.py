@@ -40,25 +40,29 @@ identical images is ``inf``) are counted in ``nonfinite`` and left out of the st
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 from collections import Counter
 from dataclasses import dataclass
 from importlib import metadata
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
 import torch
 from torch.utils.data import DataLoader, Dataset
 
 from .. import files, metric_registry
+from ..backbones import share_with_lanes
 from ..caching import memo
 from ..conventions import parse_size
 from ..devices import resolve_device
+from ..model import _numpy_head
 from ..spec import MetricSpec, parse_specs
 from . import store
 from .loader import MISMATCH_POLICIES, Decoded, PairDataset, block_loader, stack_rows
 from .pairs import Discovery, Pair, pairs_digest, shard_bounds
 from .summary import mean_ci, summarize
+from .summary import prepare as prepare_summary
 
 __all__ = ["ScoreResult", "Scorer", "default_block", "mean_ci", "package_versions", "score_pairs", "summarize"]
 
@@ -66,6 +70,10 @@ __all__ = ["ScoreResult", "Scorer", "default_block", "mean_ci", "package_version
 #: ``(a, b)`` with ``x · a + b`` the input convention applied to an image ``x`` in ``[0, 1]``
 #: (:func:`lpips_core.conventions.apply_convention`).
 FROM_UNIT: dict[str, tuple[float, float]] = {"[-1,1]": (2.0, -1.0), "[0,1]": (1.0, 0.0), "[0,255]": (255.0, 0.0)}
+#: Inputs up to this many pixels (96 × 96) go through a backbone together with the other passes
+#: of their bucket that share it (:meth:`Scorer._small_groups`): over their small deep maps a
+#: pass reads far more weights than it computes with, once per pass (VGG16 at 64 px in explain).
+TOGETHER_MAX_PIXELS = 96 * 96
 
 
 def default_block(device: torch.device) -> int:
@@ -127,6 +135,7 @@ class Scorer:
         #: of a bucket (or each copy of a twin's values) with the bucket's pair count and the
         #: number of active specs that pass gave values to (explain's progress).
         self.on_pass: Callable[[int, int], None] | None = None
+        self._sharing = 0  # nesting depth of shared_with_lanes
 
     @staticmethod
     def model_key(spec: MetricSpec) -> MetricSpec:
@@ -135,16 +144,47 @@ class Scorer:
         return spec.replace(lin=True).model_spec
 
     def model(self, spec: MetricSpec):
-        """The (cached) model of ``spec``'s metric, net and version, with its lin weights."""
+        """The (cached) model of ``spec``'s metric, net and version, with its lin weights. A model
+        built here whose backbone equals one already here (the same network and weights) is
+        given that backbone."""
         key = self.model_key(spec)
         if key not in self._models:
-            self._models[key] = key.build(device=self.device)
+            model = key.build(device=self.device)
+            if hasattr(model, "shares_backbone"):  # one backbone where the weights are equal (VGG16 0.0 and 0.1):
+                for other in self._models.values():  # one contiguous copy, one set of kept kernels
+                    if model.shares_backbone(other):
+                        model.backbone = other.backbone
+                        break
+            self._models[key] = model
         return self._models[key]
 
     def build_all(self) -> None:
         """Build every model now (so missing weights fail before any pair is read)."""
         for specs in self.passes.values():
             self.model(specs[0])
+
+    @contextlib.contextmanager
+    def shared_with_lanes(self) -> Iterator[None]:
+        """Inside the block, lanes forked from this process share what the models' one-thread
+        passes would each make on first use (:func:`lpips_core.backbones.share_with_lanes`: made
+        here once, on a CPU, when the block is entered, and dropped when it is left). Blocks
+        nest: explain holds one around its rounds, each of which forks its own lanes."""
+        if self.device.type != "cpu" or self._sharing:
+            self._sharing += 1
+            try:
+                yield
+            finally:
+                self._sharing -= 1
+            return
+        self.build_all()
+        drops = [share_with_lanes(self.model(specs[0])) for specs in self.passes.values()]
+        self._sharing = 1
+        try:
+            yield
+        finally:
+            self._sharing = 0
+            for drop in drops:
+                drop()
 
     def sharing(self) -> list[dict]:
         """The network passes per image and the metrics each serves (what is shared)."""
@@ -172,18 +212,68 @@ class Scorer:
             y = metric_registry.prepare_input(s0.metric, b01, **opts)
             affine = None
         if hasattr(model, "pair_channel_terms"):  # LPIPS-like: lin and baseline from one pass
-            terms = model.pair_channel_terms(x, y, input_affine=affine)
-            weights = model.channel_weights
-            out = {}
-            for s in specs:
-                if s.lin:
-                    out[s.name] = sum(t @ w.cpu() for t, w in zip(terms, weights))
-                else:
-                    out[s.name] = sum(t.sum(1) for t in terms)
-            return out
+            return self._heads(specs, model.pair_channel_terms(x, y, input_affine=affine))
         step = max(1, model.images_per_batch(x.shape[-2], x.shape[-1], images=2 * x.shape[0]) // 2)
         total = torch.cat([model.compare(xc, yc, spatial=False).total for xc, yc in zip(x.split(step), y.split(step))])
         return {s.name: total for s in specs}
+
+    def _heads(self, specs: list[MetricSpec], terms: list[torch.Tensor]) -> dict[str, torch.Tensor]:
+        """Each spec's ``(N,)`` distances from its pass's per-layer channel terms (lin or baseline)."""
+        weights = self.model(specs[0]).channel_weights
+        out = {}
+        for s in specs:
+            if s.lin:
+                out[s.name] = sum(t @ w.cpu() for t, w in zip(terms, weights))
+            else:
+                out[s.name] = sum(t.sum(1) for t in terms)
+        return out
+
+    def _small_groups(self, native: tuple[int, int], shared) -> list[list[tuple[tuple, tuple]]]:
+        """The passes of a bucket of ``native``-size images that run together
+        (:meth:`~lpips_core.model.LPIPSBase.pair_channel_terms_together`): on a CPU with the NumPy
+        head, the first pass of each shared key that resizes or grays its input to at most
+        :data:`TOGETHER_MAX_PIXELS`, grouped by input size and by backbone (VGG16 of both
+        versions is one). Every such pass is in its group whichever specs are active, so a
+        group's batches, and so its values, are the same in every run (explain's race relies on it).
+        Each pass is ``(shared key, the first pass key that has it)``."""
+        if self.device.type != "cpu" or not _numpy_head(self.device):
+            return []
+        groups: list[tuple[object, tuple[int, int], list[tuple[tuple, tuple]]]] = []
+        firsts: set[tuple] = set()
+        for key, specs in self.passes.items():
+            key_shared = shared(key)
+            if key_shared in firsts:
+                continue
+            firsts.add(key_shared)
+            s0 = specs[0]
+            if s0.size is None and not s0.grayscale:  # the native pass with its fused scaling
+                continue
+            model = self.model(s0)
+            if not hasattr(model, "pair_channel_terms_together"):
+                continue
+            size = native if key_shared[-1] is None else parse_size(key_shared[-1], native)
+            if size[0] * size[1] > TOGETHER_MAX_PIXELS:
+                continue
+            for rep, rep_size, keys in groups:
+                if rep_size == size and rep.shares_backbone(model):
+                    keys.append((key_shared, key))
+                    break
+            else:
+                groups.append((model, size, [(key_shared, key)]))
+        return [keys for _, _, keys in groups if len(keys) > 1]
+
+    def _together(self, keys: list[tuple[tuple, tuple]], a01: torch.Tensor, b01: torch.Tensor
+                  ) -> dict[tuple, list[torch.Tensor]]:
+        """The channel terms of the passes ``keys`` (one of :meth:`_small_groups`), computed together,
+        each input made as :meth:`_pass` makes it."""
+        jobs = []
+        for _, key in keys:
+            s0 = self.passes[key][0]
+            model = self.model(s0)
+            opts = dict(convention=s0.convention, size=s0.size, grayscale=s0.grayscale, device=model.device)
+            jobs.append((model, metric_registry.prepare_input(s0.metric, a01, **opts),
+                         metric_registry.prepare_input(s0.metric, b01, **opts)))
+        return dict(zip((shared for shared, _ in keys), jobs[0][0].pair_channel_terms_together(jobs)))
 
     def _bucket(self, ds: list[Decoded]) -> dict[int, dict[str, float]]:
         a01 = stack_rows([d.a for d in ds])
@@ -203,6 +293,9 @@ class Scorer:
         # for those only, in the order and on the route a full run takes
         need = None if active is None else {(shared(k), s.lin) for k, specs in self.passes.items()
                                             for s in specs if s.name in active}
+        groups = self._small_groups(native, shared)
+        group_of = {key: i for i, keys in enumerate(groups) for key, _ in keys}
+        together: dict[int, dict | None] = {}
         for key, specs in self.passes.items():
             key_shared = shared(key)
             if need is not None:
@@ -221,12 +314,24 @@ class Scorer:
                     continue
                 specs = missing
             seen.setdefault(key_shared, []).extend(specs)
-            try:
-                res = self._pass(specs, a01, b01)
-            except Exception as exc:
-                if not _pair_fault(exc) or len(ds) == 1:
-                    raise
-                res = None
+            res = None
+            group = group_of.get(key_shared)
+            if group is not None and group not in together:
+                try:
+                    together[group] = self._together(groups[group], a01, b01)
+                except Exception as exc:  # the passes then run one by one, each finding its faults
+                    if not _pair_fault(exc):
+                        raise
+                    together[group] = None
+            if group is not None and together[group] is not None:
+                res = self._heads(specs, together[group][key_shared])
+            else:
+                try:
+                    res = self._pass(specs, a01, b01)
+                except Exception as exc:
+                    if not _pair_fault(exc) or len(ds) == 1:
+                        raise
+                    res = None
             if res is None:  # find the pair(s) at fault one by one
                 for j, d in enumerate(ds):
                     if d.error_kind:
@@ -568,9 +673,17 @@ def _scored(plan: _Plan, todo: list[list[int]], workers, lanes):
         raise ValueError(f"lanes must be ≥ 0, got {lanes!r}")
     n_lanes = min(n_lanes, os.cpu_count() or 1)  # a process per CPU at most
     if n_lanes > 1 and scorer.device.type == "cpu":
-        return iter(DataLoader(_ScoredBlocks(dataset, scorer), batch_sampler=todo, num_workers=n_lanes,
-                               collate_fn=_rows, prefetch_factor=2, persistent_workers=False))
+        return _in_lanes(scorer, dataset, todo, n_lanes)
     return (scorer.score_block(items) for items in block_loader(dataset, todo, workers=workers))
+
+
+def _in_lanes(scorer: Scorer, dataset: PairDataset, todo: list[list[int]], lanes: int):
+    """The rows of each block of ``todo``, scored in ``lanes`` forked worker processes."""
+    with scorer.shared_with_lanes():
+        blocks = iter(DataLoader(_ScoredBlocks(dataset, scorer), batch_sampler=todo, num_workers=lanes,
+                                 collate_fn=_rows, prefetch_factor=2, persistent_workers=False))
+        prepare_summary()  # the lanes are forked and at work: this process would only wait
+        yield from blocks
 
 
 def _finish(plan: _Plan, out: str | None, computed: list[dict]) -> ScoreResult:

@@ -13,11 +13,18 @@ from typing import Sequence
 
 import numpy as np
 
-__all__ = ["mean_ci", "summarize"]
+__all__ = ["mean_ci", "prepare", "summarize"]
 
 
 def _finite_or_none(x: float):
     return float(x) if math.isfinite(x) else None
+
+
+def prepare() -> None:
+    """Import what :func:`mean_ci` needs (SciPy's statistics, about 0.5 s the first time), for a
+    process that has the time now: the scorer while its lanes compute the first blocks, rather
+    than after them, between an explain's rounds."""
+    from scipy import stats  # noqa: F401
 
 
 def mean_ci(values: Sequence[float] | np.ndarray) -> dict:
