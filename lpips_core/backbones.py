@@ -356,28 +356,25 @@ def share_with_lanes(model: nn.Module) -> Callable[[], None]:
     that drops what this made (what existed before stays)."""
     if not (USE_NNPACK and winograd.available()):
         return lambda: None
-    made: list = []
-    layers = []
+    owners, layers = [], []  # the stacks copied here, the layers whose kernels are made here
     for owner in model.modules():
         if not isinstance(getattr(owner, "features", None), nn.Sequential):
             continue
         had_stack = "_contiguous_features" in owner.__dict__
         stack = contiguous_stack(owner)
         if not had_stack and "_contiguous_features" in owner.__dict__:
-            made.append(owner)
+            owners.append(owner)
         layers += [m for m in stack if winograd.layer_eligible(m) and not winograd.has_kernel(m)]
     # NNPACK transforms a kernel without the GIL: one layer per CPU at a time
     with ThreadPoolExecutor(max(1, min(len(layers), os.cpu_count() or 1))) as pool:
         list(pool.map(winograd.transformed_kernel, layers))
-    made += layers
 
     def drop() -> None:
-        for m in made:
-            if isinstance(m, nn.Conv2d):
-                winograd.forget(m)
-            else:
-                m.__dict__.pop("_contiguous_features", None)
-                m.__dict__.pop("_contiguous_key", None)
+        for layer in layers:
+            winograd.forget(layer)
+        for owner in owners:
+            owner.__dict__.pop("_contiguous_features", None)
+            owner.__dict__.pop("_contiguous_key", None)
     return drop
 
 

@@ -127,6 +127,16 @@ def device(request) -> str:
     return request.param
 
 
+@pytest.fixture
+def one_thread():
+    """The test runs on one torch thread (a scoring lane's count: NNPACK and the kept Winograd
+    kernels), then the thread count is restored."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 # --------------------------------------------------------------------------- Streamlit AppTest
 @pytest.fixture
 def app():

@@ -38,14 +38,6 @@ def memory_rule_batches(monkeypatch):
 
 
 @pytest.fixture
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-@pytest.fixture
 def calls(monkeypatch):
     """Records the input shape of every NNPACK convolution: torch's call as the shape, a call with
     the layer's kept Winograd kernel (:mod:`lpips_core.winograd`) as ``("kept", *shape)``."""

@@ -18,14 +18,6 @@ pytestmark = pytest.mark.skipif(not winograd.available(),
                                 reason="this PyTorch build does not export NNPACK's convolution")
 
 
-@pytest.fixture
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def _layer(cin: int, cout: int, seed: int = 0) -> nn.Conv2d:
     torch.manual_seed(seed)
     layer = nn.Conv2d(cin, cout, 3, padding=1)
