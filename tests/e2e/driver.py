@@ -455,8 +455,10 @@ class AppPage:
         return None
 
     def title(self) -> str | None:
-        h1 = self.page.locator("[data-testid='stMain'] h1")
-        return h1.first.inner_text().strip() if h1.count() else None
+        # one read in the page: a rerun can take the heading between a count and a read
+        text = self.page.evaluate("() => { const h = document.querySelector(\"[data-testid='stMain'] h1\");"
+                                  " return h ? h.innerText : null; }")
+        return text.strip() if text is not None else None
 
     def main_text(self) -> str:
         return self.page.get_by_test_id("stMain").inner_text()
