@@ -27,7 +27,7 @@ from torch import nn
 
 from .backbones import CHANNELS, LAYER_NAMES, Backbone
 from .devices import resolve_device
-from .protocol import Features, LearnedMetric
+from .protocol import Features, LearnedMetric, _compiling
 from .weights import NETS, VERSIONS, lin_weights, load_backbone_weights
 
 __all__ = ["EPS", "LPIPS", "LPIPSBase", "layer_term_maps", "unit_normalize"]
@@ -201,6 +201,64 @@ def _weighted_sum(d2: torch.Tensor, weights: Sequence[torch.Tensor] | None, laye
     return F.conv2d(d2, weights[layer].to(d2).view(1, -1, 1, 1))
 
 
+class _LiveLayerTerm(torch.autograd.Function):
+    """One layer's term against a fixed target, ``(N,)``: ``Σ_c v_c · mean_hw((f̂ − t)²)`` with
+    ``f̂`` the unit-normalised raw tap ``f`` (the side that requires grad) and ``t`` the fixed
+    side's normalised map, forward and backward each in a few passes over the maps.
+
+    Autograd over the plain formula (:func:`unit_normalize`, the difference, its square, the lin
+    weights, the mean) saves and re-reads about ten full-size tensors per layer; with VGG16 at
+    256 px they held a training step at 1.4× its backbone passes (docs/performance.md). The
+    backward here is the closed form: with ``r = ‖f‖`` over channels, ``s = r + ε`` and
+    ``g = ∂L/∂f̂ = 2 v_c (f̂ − t) / (H W)`` times the incoming gradient,
+    ``∂L/∂f = (g − f · ⟨g, f⟩ / (s r)) / s``. Where ``r = 0`` (a position where every channel is
+    0) the second part is 0; the plain formula gives NaN there (the square root's derivative at
+    0), as the reference does.
+
+    A backward with ``create_graph=True`` (a gradient of a gradient) is computed through the
+    plain formula instead, so that it can itself be differentiated.
+    """
+
+    @staticmethod
+    def forward(f: torch.Tensor, target: torch.Tensor, weights: torch.Tensor | None):
+        r = f.pow(2).sum(1, keepdim=True).sqrt_()
+        inv = (r + EPS).reciprocal_()
+        d = f * inv
+        d = d.sub_(target) if d.shape == torch.broadcast_shapes(d.shape, target.shape) else d - target
+        ch = d.square().mean((2, 3))
+        term = ch.sum(1) if weights is None else ch @ weights.to(ch)
+        return term, d, r, inv
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        f, target, weights = inputs
+        _, d, r, inv = output
+        ctx.save_for_backward(f, target, d, r, inv)
+        ctx.weights = weights
+        ctx.mark_non_differentiable(d, r, inv)
+
+    @staticmethod
+    def backward(ctx, grad, *_):
+        f, target, d, r, inv = ctx.saved_tensors
+        if torch.is_grad_enabled():  # create_graph=True: through the plain formula, differentiable again
+            with torch.enable_grad():
+                f_ = f if f.requires_grad else f.detach().requires_grad_()
+                d2 = (unit_normalize(f_) - target).pow(2).mean((2, 3))
+                term = d2.sum(1) if ctx.weights is None else d2 @ ctx.weights.to(d2)
+                (gf,) = torch.autograd.grad(term, f_, grad, create_graph=True)
+            return gf, None, None
+        c = d.shape[1]
+        v = torch.ones(c, dtype=d.dtype, device=d.device) if ctx.weights is None else ctx.weights.to(d)
+        coef = (v.view(1, c, 1, 1) * (2.0 / (d.shape[2] * d.shape[3]))) * grad.view(-1, 1, 1, 1)
+        g = d * coef  # ∂L/∂f̂
+        dot = (g * f).sum(1, keepdim=True)  # ⟨g, f⟩ over channels
+        k = torch.where(r > 0, dot * inv * inv / r.clamp_min(torch.finfo(r.dtype).tiny), 0)
+        gf = g.mul_(inv).sub_(f * k)
+        if gf.shape != f.shape:  # a batch of 1 against N
+            gf = gf.sum(0, keepdim=True)
+        return gf, None, None
+
+
 class LPIPSBase(LearnedMetric):
     """LPIPS's recipe on any backbone: scaling layer, taps, unit normalisation, (lin) weights on the
     squared differences, spatial mean, sum over layers. :class:`LPIPS` and
@@ -260,6 +318,18 @@ class LPIPSBase(LearnedMetric):
 
     def _graph_maps(self, stages: list[torch.Tensor]) -> list[torch.Tensor]:
         return [unit_normalize(t) for t in stages]
+
+    def _fixed_target_terms(self, stages: list[torch.Tensor], fixed: list[torch.Tensor], *,
+                            first: bool) -> torch.Tensor:
+        """Each layer through :class:`_LiveLayerTerm` (symmetric, so ``first`` does not matter);
+        while ``torch.compile`` traces, the plain formula, which it fuses itself."""
+        if _compiling():
+            return super()._fixed_target_terms(stages, fixed, first=first)
+        weights = self.channel_weights
+        total = 0
+        for i, (f, t) in enumerate(zip(stages, fixed)):
+            total = total + _LiveLayerTerm.apply(f, t, None if weights is None else weights[i])[0]
+        return total
 
     def _graph_terms(self, fx: list[torch.Tensor], fy: list[torch.Tensor]) -> torch.Tensor:
         weights = self.channel_weights

@@ -431,9 +431,9 @@ class LearnedMetric(nn.Module):
         x, y = self._check_input(x, "x"), self._check_input(y, "y")
         self._check_sizes(x, y)
         if torch.is_grad_enabled() and x.requires_grad != y.requires_grad:
-            fx = self._graph_maps(self._run(x)) if x.requires_grad else self._fixed_maps(x)
-            fy = self._graph_maps(self._run(y)) if y.requires_grad else self._fixed_maps(y)
-            return self._graph_terms(fx, fy)  # a batch of 1 broadcasts in the terms
+            if x.requires_grad:
+                return self._fixed_target_terms(self._run(x), self._fixed_maps(y), first=True)
+            return self._fixed_target_terms(self._run(y), self._fixed_maps(x), first=False)
         n = max(x.shape[0], y.shape[0])
         both = self._run(torch.cat([x.expand(n, -1, -1, -1), y.expand(n, -1, -1, -1)]))
         fx, fy = self._graph_maps([s[:n] for s in both]), self._graph_maps([s[n:] for s in both])
@@ -442,6 +442,15 @@ class LearnedMetric(nn.Module):
     def _graph_maps(self, stages: list[torch.Tensor]) -> list[torch.Tensor]:
         """Raw stages → comparable maps, out of place (default: as :meth:`_prepare`)."""
         return self._prepare(stages)
+
+    def _fixed_target_terms(self, stages: list[torch.Tensor], fixed: list[torch.Tensor], *,
+                            first: bool) -> torch.Tensor:
+        """``(N,)`` distances of the raw ``stages`` of the side that requires grad (with their graph)
+        and the comparable maps of the fixed side (:meth:`_fixed_maps`); a batch of 1 broadcasts.
+        ``first``: the side with the graph is ``x``. Default: :meth:`_graph_terms` of
+        :meth:`_graph_maps`; a metric may fuse its head into fewer passes over the maps."""
+        live = self._graph_maps(stages)
+        return self._graph_terms(live, fixed) if first else self._graph_terms(fixed, live)
 
     def _fixed_maps(self, x: torch.Tensor) -> list[torch.Tensor]:
         """The comparable maps of an input no gradient flows to, as :meth:`features` computes them

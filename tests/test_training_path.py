@@ -132,6 +132,48 @@ def test_a_fixed_target_goes_through_the_network_alone_and_without_a_graph(golde
     assert runs == [(4, True, True)]  # both require grad: one batch
 
 
+@pytest.mark.parametrize("lin", [True, False], ids=["lin", "baseline"])
+def test_the_fixed_target_head_passes_gradcheck_and_gradgradcheck(lin):
+    """The fused head of a fixed target (``model._LiveLayerTerm``, a closed-form backward) against
+    finite differences in float64: ``x`` alone, ``y`` alone, a batch of 1 against 2; and its
+    gradient of a gradient (``create_graph=True``, through the plain formula)."""
+    model = LPIPS("alex", "0.1", lin, device="cpu").double()
+    g = torch.Generator().manual_seed(3)
+    x, y = (torch.rand(2, 3, 32, 32, generator=g, dtype=torch.float64) * 2 - 1 for _ in range(2))
+    kw = dict(eps=1e-6, atol=1e-5, rtol=1e-3, fast_mode=True)
+    assert torch.autograd.gradcheck(lambda a: model(a, y), (x.clone().requires_grad_(),), **kw)
+    assert torch.autograd.gradcheck(lambda b: model(x, b), (y.clone().requires_grad_(),), **kw)
+    assert torch.autograd.gradcheck(lambda a: model(a, y), (x[:1].clone().requires_grad_(),), **kw)
+    assert torch.autograd.gradgradcheck(lambda a: model(a, y), (x.clone().requires_grad_(),), **kw)
+
+
+def test_the_fixed_target_head_equals_the_plain_formula_and_is_finite_at_a_zero_feature_vector():
+    """One layer: the fused head's value and gradient equal autograd's over the plain formula
+    (``unit_normalize``, the weighted squared difference, the spatial mean) within float32 rounding,
+    except at a position whose channels are all 0. There the plain formula's gradient is NaN (the
+    square root's derivative at 0, as in the reference package); the fused one is the limit,
+    ``∂L/∂f̂ / ε``: ``2 v_c (0 − t_c) / (H W ε)``."""
+    from lpips_core.model import EPS, _LiveLayerTerm, unit_normalize
+
+    g = torch.Generator().manual_seed(4)
+    f = torch.rand(2, 8, 5, 5, generator=g)
+    f[:, :, 2, 3] = 0
+    f.requires_grad_()
+    t = unit_normalize(torch.rand(2, 8, 5, 5, generator=g))
+    w = torch.rand(8, generator=g)
+    value = _LiveLayerTerm.apply(f, t, w)[0]
+    (gf,) = torch.autograd.grad(value.sum(), f)
+    plain = ((unit_normalize(f) - t).pow(2).mean((2, 3)) @ w)
+    (gp,) = torch.autograd.grad(plain.sum(), f)
+    np.testing.assert_allclose(value.detach(), plain.detach(), rtol=1e-6, atol=0)
+    zero = torch.zeros_like(gf, dtype=torch.bool)
+    zero[:, :, 2, 3] = True
+    assert bool(gp[zero].isnan().all()) and bool(gf.isfinite().all())
+    np.testing.assert_allclose(gf[~zero], gp[~zero], rtol=0, atol=1e-6)
+    limit = 2 * w.view(1, -1) * (0 - t[:, :, 2, 3]) / (25 * EPS)
+    np.testing.assert_allclose(gf[:, :, 2, 3], limit.float(), rtol=1e-5)
+
+
 # ----------------------------------------------------------------------------- reduction
 @pytest.mark.parametrize("build", [lambda: LPIPS("alex", device="cpu"), lambda: STLPIPS("alex", device="cpu"),
                                    lambda: DISTS(device="cpu")], ids=["lpips", "stlpips", "dists"])
