@@ -231,16 +231,17 @@ class _LiveLayerTerm(torch.autograd.Function):
 
     @staticmethod
     def setup_context(ctx, inputs, output):
-        f, target, weights = inputs
+        f, _, weights = inputs
         _, d, r, inv = output
-        ctx.save_for_backward(f, target, d, r, inv)
+        ctx.save_for_backward(f, d, r, inv)  # not the target: f̂ − d gives it back where needed
         ctx.weights = weights
         ctx.mark_non_differentiable(d, r, inv)
 
     @staticmethod
     def backward(ctx, grad, *_):
-        f, target, d, r, inv = ctx.saved_tensors
+        f, d, r, inv = ctx.saved_tensors
         if torch.is_grad_enabled():  # create_graph=True: through the plain formula, differentiable again
+            target = f.detach() * inv - d
             with torch.enable_grad():
                 f_ = f if f.requires_grad else f.detach().requires_grad_()
                 d2 = (unit_normalize(f_) - target).pow(2).mean((2, 3))
