@@ -16,6 +16,7 @@ to a temporary folder, so the study's database is a fresh SQLite file (never the
 from __future__ import annotations
 
 import os
+import time
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
@@ -158,10 +159,22 @@ def _press(ap: AppPage, key: str, tries: int = 3) -> None:
 
 
 def _answer(ap: AppPage, choices, n: int, *, start: int = 0) -> None:
+    """Answer triplets ``start``… with ``choices`` by key. The run ``_press`` waits for can be the
+    page's own watch (a fragment that reruns every ``WATCH_S`` s) rather than the answer's: when the
+    page still shows the same triplet 30 s later, the press was lost (on a loaded host) and is made
+    again, as a student would tap again. That cannot answer the next triplet: the server takes an
+    answer only for the participant's current triplet, and this page still shows the old one."""
     for i, choice in list(enumerate(choices))[start:]:
-        ap.wait_until(lambda: f"Triplet {i + 1} of {n}" in ap.main_text(), f"triplet {i + 1}")
+        shown = f"Triplet {i + 1} of {n}"
+        ap.wait_until(lambda: shown in ap.main_text(), f"triplet {i + 1}")
         ap.page.get_by_role("button", name="2 is closer").wait_for(state="visible")
-        _press(ap, KEYS[choice])
+        for attempt in range(3):
+            _press(ap, KEYS[choice])
+            deadline = time.monotonic() + 30
+            while shown in ap.main_text() and time.monotonic() < deadline:
+                ap.page.wait_for_timeout(200)
+            if shown not in ap.main_text():
+                break
     ap.wait_until(lambda: (f"{len(choices)} answered" in ap.main_text() or "answered all" in ap.main_text()),
                   f"answer {len(choices)} recorded")
 
