@@ -225,9 +225,12 @@ class _LiveLayerTerm(torch.autograd.Function):
         inv = (r + EPS).reciprocal_()
         d = f * inv
         d = d.sub_(target) if d.shape == torch.broadcast_shapes(d.shape, target.shape) else d - target
-        ch = d.square().mean((2, 3))
-        term = ch.sum(1) if weights is None else ch @ weights.to(ch)
-        return term, d, r, inv
+        return _LiveLayerTerm._weigh(d.square().mean((2, 3)), weights), d, r, inv
+
+    @staticmethod
+    def _weigh(ch: torch.Tensor, weights: torch.Tensor | None) -> torch.Tensor:
+        """``(N, C)`` channel means → ``(N,)``: weighted by the lin weights, or summed (baseline)."""
+        return ch.sum(1) if weights is None else ch @ weights.to(ch)
 
     @staticmethod
     def setup_context(ctx, inputs, output):
@@ -244,16 +247,15 @@ class _LiveLayerTerm(torch.autograd.Function):
             target = f.detach() * inv - d
             with torch.enable_grad():
                 f_ = f if f.requires_grad else f.detach().requires_grad_()
-                d2 = (unit_normalize(f_) - target).pow(2).mean((2, 3))
-                term = d2.sum(1) if ctx.weights is None else d2 @ ctx.weights.to(d2)
+                term = _LiveLayerTerm._weigh((unit_normalize(f_) - target).pow(2).mean((2, 3)), ctx.weights)
                 (gf,) = torch.autograd.grad(term, f_, grad, create_graph=True)
             return gf, None, None
-        c = d.shape[1]
-        v = torch.ones(c, dtype=d.dtype, device=d.device) if ctx.weights is None else ctx.weights.to(d)
-        coef = (v.view(1, c, 1, 1) * (2.0 / (d.shape[2] * d.shape[3]))) * grad.view(-1, 1, 1, 1)
+        coef = grad.view(-1, 1, 1, 1) * (2.0 / (d.shape[2] * d.shape[3]))
+        if ctx.weights is not None:
+            coef = coef * ctx.weights.to(d).view(1, -1, 1, 1)
         g = d * coef  # ∂L/∂f̂
-        dot = (g * f).sum(1, keepdim=True)  # ⟨g, f⟩ over channels
-        k = torch.where(r > 0, dot * inv * inv / r.clamp_min(torch.finfo(r.dtype).tiny), 0)
+        dot = (g * f).sum(1, keepdim=True)  # ⟨g, f⟩ over channels: 0 where r = 0 (there f = 0)
+        k = dot * inv * inv / r.clamp_min(torch.finfo(r.dtype).tiny)
         gf = g.mul_(inv).sub_(f * k)
         if gf.shape != f.shape:  # a batch of 1 against N
             gf = gf.sum(0, keepdim=True)
