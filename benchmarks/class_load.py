@@ -39,7 +39,10 @@ every auto-refresh.
 Results go to ``benchmarks/results/class-load-<host>.json`` (``--out``), ``<host>`` naming the
 machine (:func:`host_label`, e.g. ``cpu-2core-avx512``; ``--host``), with
 :func:`machine.machine_info`. Target (issue 31): p95 answer → next triplet ≤ 1 s with 30 students
-on the 2-core CPU, stored = sent, no duplicates, nothing lost across the restart.
+on the 2-core CPU, stored = sent, no duplicates, nothing lost across the restart. The JSON's
+``kept`` says per run whether every answer was kept (the part that holds on any machine, loaded or
+not) and ``met`` whether the latency target was met as well; the exit status follows ``met``, or
+``kept`` with ``--exit-status kept`` (the test suite's check, which runs beside other work).
 
     .venv/bin/python benchmarks/class_load.py                 # both runs: steady, then with a restart
     .venv/bin/python benchmarks/class_load.py --runs steady --students 10 --triplets 4   # a quick look
@@ -514,11 +517,12 @@ CHANGED_JS = """([i]) => { const e = document.querySelector("[data-triplet]"), t
          || (e && +e.dataset.triplet !== i && !!e.querySelector("img[data-patch]")); }"""
 #: The tab shows Streamlit's "Failed to fetch dynamically imported module" (or another exception box):
 #: seen after a server restart in a tab that had to load a script while the server was away.
-BROKEN_JS = """() => document.body.innerText.includes("Failed to fetch dynamically imported module")
-  || !!document.querySelector("[data-testid='stException']")"""
-#: What the broken tab shows, for the record: the exception box's text, or the page's first words.
-BROKEN_TEXT_JS = """() => { const e = document.querySelector("[data-testid='stException']");
-  return (e ? e.innerText : document.body.innerText).slice(0, 200).replace(/\\s+/g, " "); }"""
+#: Read in one call, so the record is what the test saw: the exception box's text, the words around
+#: the import failure, or "" when the tab is fine.
+BROKEN_JS = """() => { const e = document.querySelector("[data-testid='stException']");
+  if (e) return e.innerText.slice(0, 200).replace(/\\s+/g, " ") || "an exception box";
+  const t = document.body.innerText, at = t.indexOf("Failed to fetch dynamically imported module");
+  return at < 0 ? "" : t.slice(at, at + 200).replace(/\\s+/g, " "); }"""
 #: The answer buttons take a press (the page's guard, ui.study_client: not just pressed, not just drawn).
 ARMED_JS = "() => !!document.querySelector(\".st-key-study_answers[data-lx-answers='armed']\")"
 
@@ -588,10 +592,11 @@ async def browser_student(browser, server: Server, code: str, log: StudentLog, a
                                              polling=50, timeout=60_000)
                 break
             except PlaywrightTimeout:
-                if attempt == 2 or not await page.evaluate(BROKEN_JS):
+                broken = "" if attempt == 2 else await page.evaluate(BROKEN_JS)
+                if not broken:
                     raise
                 log.reloads += 1  # the server went away while the tab loaded its scripts: reload, as a person would
-                log.reload_reasons.append(await page.evaluate(BROKEN_TEXT_JS))
+                log.reload_reasons.append(broken)
                 await page.reload(wait_until="domcontentloaded")
         log.join_s = time.monotonic() - t0
         state["joined"].add(k)
@@ -624,9 +629,10 @@ async def browser_student(browser, server: Server, code: str, log: StudentLog, a
                     await page.wait_for_function(CHANGED_JS, arg=[i], polling=20, timeout=5_000)
                     break
                 except PlaywrightTimeout:
-                    if await page.evaluate(BROKEN_JS):  # what a person does: reload (the address keeps their place)
+                    broken = await page.evaluate(BROKEN_JS)
+                    if broken:  # what a person does: reload (the address keeps their place)
                         log.reloads += 1
-                        log.reload_reasons.append(await page.evaluate(BROKEN_TEXT_JS))
+                        log.reload_reasons.append(broken)
                         await page.reload(wait_until="domcontentloaded")
                         await page.wait_for_function("() => !!document.querySelector('[data-triplet] img[data-patch]')"
                                                      " || document.body.innerText.includes('answered all')", polling=50)
@@ -989,14 +995,17 @@ async def main_async(args) -> dict:
             _print(res)
     finally:
         server.stop()
-    out["met"] = {r["name"]: bool(r["answer_to_next_s"]["p95"] is not None
-                                  and r["answer_to_next_s"]["p95"] <= TARGET_P95_S
-                                  and r["answers"]["stored"] == r["answers"]["acknowledged"] == r["answers"]["expected"]
-                                  and r["answers"]["duplicates"] == 0 and r["answers"]["mismatched"] == 0
-                                  and r["answers"]["acknowledged_not_stored"] == 0
-                                  and r["answers"]["stored_for_no_student"] == 0
-                                  and r.get("restart", {}).get("lost_after_restart", 0) == 0
-                                  and not r["failures"])
+    # nothing lost or doubled, every student finished: what the server must keep under any load
+    out["kept"] = {r["name"]: bool(r["answers"]["stored"] == r["answers"]["acknowledged"] == r["answers"]["expected"]
+                                   and r["answers"]["duplicates"] == 0 and r["answers"]["mismatched"] == 0
+                                   and r["answers"]["acknowledged_not_stored"] == 0
+                                   and r["answers"]["stored_for_no_student"] == 0
+                                   and r.get("restart", {}).get("lost_after_restart", 0) == 0
+                                   and not r["failures"])
+                   for r in out["runs"]}
+    # ... and the latency target on top (a figure of the machine it ran on, measured idle)
+    out["met"] = {r["name"]: bool(out["kept"][r["name"]] and r["answer_to_next_s"]["p95"] is not None
+                                  and r["answer_to_next_s"]["p95"] <= TARGET_P95_S)
                   for r in out["runs"]}
     return out
 
@@ -1057,6 +1066,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--host", default=None, help="host label for the file name (default: host_label())")
     ap.add_argument("--out", type=Path, default=None,
                     help="the JSON file (default benchmarks/results/class-load-<host>.json)")
+    ap.add_argument("--exit-status", choices=("target", "kept"), default="target",
+                    help="what a 0 exit status says: every run met the target, latency included (default), "
+                         "or every run kept every answer (stored = meant, none lost, every student done), "
+                         "for a check that runs beside other work, where a latency is no figure")
     args = ap.parse_args(argv)
     bad = [r for r in args.runs if r not in ("steady", "restart")]
     if bad or not args.runs:
@@ -1067,8 +1080,9 @@ def main(argv: list[str] | None = None) -> int:
     path = args.out or RESULTS / f"class-load-{out['host']}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(out, indent=2) + "\n")
-    print(f"class_load: wrote {path.relative_to(REPO) if path.is_relative_to(REPO) else path}; met: {out['met']}")
-    return 0 if all(out["met"].values()) else 1
+    print(f"class_load: wrote {path.relative_to(REPO) if path.is_relative_to(REPO) else path}; "
+          f"kept: {out['kept']}; met: {out['met']}")
+    return 0 if all(out["met" if args.exit_status == "target" else "kept"].values()) else 1
 
 
 if __name__ == "__main__":

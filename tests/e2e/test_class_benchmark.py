@@ -18,16 +18,18 @@ def test_the_class_load_benchmark_runs_and_loses_nothing_across_a_restart(tmp_pa
     out = tmp_path / "class-load.json"
     run = subprocess.run([sys.executable, str(REPO / "benchmarks" / "class_load.py"), "--students", "4",
                           "--triplets", "3", "--join-window", "2", "--pause", "0.2", "0.6", "--deadline", "240",
-                          "--out", str(out)],
+                          "--exit-status", "kept", "--out", str(out)],
                          cwd=REPO, capture_output=True, text=True, timeout=900)
     assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-3000:]
     res = json.loads(out.read_text())
     assert [r["name"] for r in res["runs"]] == ["steady", "restart"]
+    assert res["kept"] == {"steady": True, "restart": True}, res["kept"]
     for run in res["runs"]:
         a = run["answers"]
         assert a["stored"] == a["acknowledged"] == a["expected"] == 12, a
         assert a["duplicates"] == a["mismatched"] == a["acknowledged_not_stored"] == a["stored_for_no_student"] == 0
         assert a["students_complete"] == 4 and not run["failures"], run["failures"]
+        assert run["answer_to_next_s"]["p95"] > 0  # measured; its target is the 30-student benchmark's, idle
         assert run["answer_to_next_s"]["n"] + run.get("restart", {}).get("answers_across_restart_s", {}).get("n", 0) == 12
         assert run["server"]["cpu_s"] > 0 and run["server"]["rss_mb_peak"] > 100
         assert run["lecturer"]["answers_shown"] == "12", run["lecturer"]
