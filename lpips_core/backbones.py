@@ -31,7 +31,7 @@ from torch import nn
 from . import environment, winograd
 
 __all__ = ["Backbone", "CHANNELS", "FIRST_STRIDE", "LAYER_NAMES", "TAPS", "contiguous_stack", "layers_for", "nnpack_conv",
-           "between_layers", "nnpack_pool", "run_layers", "share_with_lanes", "without_nnpack"]
+           "between_layers", "lane_thread", "nnpack_pool", "run_layers", "share_with_lanes", "without_nnpack"]
 
 TAPS: dict[str, tuple[int, ...]] = {
     "alex": (1, 4, 7, 9, 11),
@@ -265,6 +265,26 @@ def _max_pool_nchw(x: torch.Tensor, layer: nn.MaxPool2d) -> torch.Tensor | None:
 
 _HOOKS = threading.local()
 _NO_NNPACK = threading.local()
+_LANE = threading.local()
+
+
+@contextlib.contextmanager
+def lane_thread() -> Iterator[None]:
+    """Inside the block, this thread is a scoring lane of its process: torch runs one thread here,
+    so :func:`run_layers` takes the one-thread route (the kept Winograd kernels, which run on the
+    calling thread), and torch's own NNPACK call is made only if NNPACK's pool was made for one
+    thread (the first call would make it for the whole process, and the process's other threads
+    may run on more). ``torch.set_num_threads`` also sets the count that threads started later
+    begin with: the caller of the lanes restores its own count when they are done
+    (:func:`lpips_core.datasets.score.score_pairs` with ``lane_kind="thread"``)."""
+    before = getattr(_LANE, "on", False)
+    if torch.get_num_threads() != 1:
+        torch.set_num_threads(1)
+    _LANE.on = True
+    try:
+        yield
+    finally:
+        _LANE.on = before
 
 
 @contextlib.contextmanager
@@ -316,6 +336,8 @@ def run_layers(owner: nn.Module, x: torch.Tensor, taps, last: int | None = None)
     hook = getattr(_HOOKS, "hook", None)
     fast = nnpack_conv(x)
     kept = fast and torch.get_num_threads() == 1 and winograd.available()
+    # a lane thread makes no NNPACK pool (it would be a one-thread pool for the whole process)
+    pooled = fast and not (getattr(_LANE, "on", False) and nnpack_pool() != 1)
     layers = list(contiguous_stack(owner) if fast else layers_for(owner, x))
     skip = -1
     for i, layer in enumerate(layers):
@@ -330,7 +352,7 @@ def run_layers(owner: nn.Module, x: torch.Tensor, taps, last: int | None = None)
                     skip = i + 1 if fuse else -1
                 except RuntimeError:
                     kept = False
-            if y is None and fast and _nnpack_layer(layer, x):
+            if y is None and pooled and _nnpack_layer(layer, x):
                 try:
                     y = _nnpack_call(x.contiguous(), layer.weight, layer.bias, layer.padding)
                 except RuntimeError:

@@ -339,6 +339,52 @@ def test_scoring_lanes_give_the_rows_of_one_process(broken):
     assert default_lanes(cpu, 4) == (min(os.cpu_count(), 8) if (os.cpu_count() or 1) > 1 else 0)
 
 
+def test_lane_threads_give_the_rows_of_lane_processes(broken):
+    """Two lanes as threads of this process (``lane_kind="thread"``, the app's: a server must not
+    fork) give the rows of two forked lanes bit for bit (the same one-thread route) with the same
+    errors; the scorer's ``on_pass`` is called in the calling thread only, with the passes of a run
+    in this process; the caller's torch thread count is kept."""
+    import threading
+
+    import torch
+
+    sc = Scorer(["lpips", "lpips-vgg", "psnr"], device="cpu")
+    pairs = match_folders(*broken)
+    forked = score_pairs(pairs, scorer=sc, batch_size=2, lanes=2)
+    calls: dict[str, list] = {"here": [], "threads": []}
+    before = torch.get_num_threads()
+    try:
+        for kind, opts in (("here", dict(lanes=0)), ("threads", dict(lanes=2, lane_kind="thread"))):
+            sc.on_pass = lambda p, s, kind=kind: calls[kind].append((threading.get_ident(), p, s))
+            res = score_pairs(pairs, scorer=sc, batch_size=2, workers=0, **opts)
+    finally:
+        sc.on_pass = None
+    assert torch.get_num_threads() == before
+    assert res.rows == forked.rows and sum(r["error_kind"] != "" for r in res.rows) == 2
+    assert {t for t, _, _ in calls["threads"]} == {threading.get_ident()}
+    assert sorted(c[1:] for c in calls["threads"]) == sorted(c[1:] for c in calls["here"]) != []
+    with pytest.raises(ValueError, match="lane_kind"):
+        score_pairs(pairs, scorer=sc, lanes=2, lane_kind="fork")
+
+
+def test_given_models_with_equal_backbones_run_one(folders):
+    """VGG16 of versions 0.0 and 0.1 given as two models (the app's cache) run one backbone in the
+    scorer (one pass's kernels kept, not two) through a copy: the given models keep their own, and
+    the rows equal those of a scorer that built its models itself."""
+    from lpips_core.spec import MetricSpec
+
+    given = {(s := MetricSpec("lpips", net="vgg", version=v)): s.build("cpu") for v in ("0.1", "0.0")}
+    own = [m.backbone for m in given.values()]
+    names = ["lpips-vgg-0.1", "lpips-vgg-0.0-baseline"]
+    sc = Scorer(names, device="cpu", models=given)
+    m1, m0 = (sc.model(s) for s in sc.specs)
+    assert m1.backbone is m0.backbone and m0 is not given[MetricSpec("lpips", net="vgg", version="0.0")]
+    assert [m.backbone for m in given.values()] == own and own[0] is not own[1]
+    pairs = match_folders(*folders)
+    assert score_pairs(pairs, scorer=sc, batch_size=4, workers=0).rows == \
+        score_pairs(pairs, names, batch_size=4, workers=0).rows
+
+
 def test_package_versions_are_the_installed_ones_and_a_new_dict_each_call():
     from importlib import metadata
 

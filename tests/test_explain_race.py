@@ -304,3 +304,26 @@ def test_the_race_in_scoring_lanes(tmp_path, models):
                                                                                           "holding")]
     done = [d for d, _ in calls]
     assert done == sorted(done) and calls[-1][0] == calls[-1][1]
+
+
+def test_the_race_in_lane_threads(tmp_path, models):
+    """In two lanes that are threads of this process (the app's) the full search equals the one in
+    forked lanes, the race equals the full search, and the progress comes in the calling thread
+    (where a page can draw it), only growing, to the end."""
+    import threading
+
+    disc = _write_set(tmp_path, 3)
+    kw = dict(nets=("alex",), sizes=(None, 32), models=models, lanes=2, workers=0)
+    forked = explain(disc, 1e-3, race=False, **kw).to_json()
+    full = explain(disc, 1e-3, race=False, lane_kind="thread", **kw).to_json()
+    calls = []
+    raced = explain(disc, 1e-3, lane_kind="thread", progress=lambda d, t: calls.append((threading.get_ident(), d, t)),
+                    **kw).to_json()
+    assert full["candidates"] == forked["candidates"]
+    assert raced["race"]["lanes"] == 2 and raced["race"]["dropped"] > 0
+    assert raced["candidates"][:TOP] == full["candidates"][:TOP]
+    assert [raced[k] for k in ("verdict", "sentence", "holding")] == [full[k] for k in ("verdict", "sentence",
+                                                                                          "holding")]
+    assert {t for t, _, _ in calls} == {threading.get_ident()}
+    done = [d for _, d, _ in calls]
+    assert done == sorted(done) and calls[-1][1] == calls[-1][2] and len(calls) > 2

@@ -387,3 +387,49 @@ def test_lanes_forked_from_a_two_thread_process_keep_onednn(tmp_path):
     out = _two_threads("lanes", str(Path(__file__).resolve().parent), str(tmp_path))
     assert out["pool"] == (2 if out["cpu"] in backbones.NNPACK_MULTI_THREAD_CPUS else None)
     assert out["lane_gap"] <= 1e-6
+
+
+#: Run in a fresh process with two torch threads (the app's server): scoring lanes as threads.
+THREAD_LANES = r"""
+import json, sys, threading
+from pathlib import Path
+import torch
+torch.set_num_threads(2)
+sys.path.insert(0, sys.argv[1])
+from datasets_shared import make_pairs
+from lpips_core import backbones
+from lpips_core.datasets import Scorer, match_folders, score_pairs
+pairs = match_folders(*make_pairs(Path(sys.argv[2]), n=4, odd_size=0))
+sc = Scorer(["lpips-alex", "lpips-vgg"], device="cpu")
+here = score_pairs(pairs, scorer=sc, batch_size=1, lanes=0, workers=0)
+out = {"cpu": torch.backends.cpu.get_cpu_capability(), "pool_before": backbones.nnpack_pool()}
+lanes = score_pairs(pairs, scorer=sc, batch_size=1, lanes=2, workers=0, lane_kind="thread")
+later = {}
+t = threading.Thread(target=lambda: later.update(n=torch.get_num_threads()))
+t.start()
+t.join()
+out.update(pool_after=backbones.nnpack_pool(), threads_here=torch.get_num_threads(), threads_later=later["n"],
+           gap=max(abs(a[n] - b[n]) for a, b in zip(here.rows, lanes.rows) for n in sc.names))
+print(json.dumps(out))
+"""
+
+
+def test_lane_threads_in_a_two_thread_process(tmp_path):
+    """The app's server (two torch threads) scores in lanes that are its own threads: they make no
+    NNPACK pool (it would be a one-thread pool for the whole process; an AVX2 server's own
+    two-thread pool stays), the caller and threads started afterwards keep two torch threads, and
+    the AlexNet and VGG16 rows equal those scored on the server's two threads (±1e-6)."""
+    import json
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
+    run = subprocess.run([sys.executable, "-c", THREAD_LANES, str(Path(__file__).resolve().parent), str(tmp_path)],
+                         cwd=Path(__file__).resolve().parents[1], env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    out = json.loads(run.stdout.splitlines()[-1])
+    assert out["pool_before"] == (2 if out["cpu"] in backbones.NNPACK_MULTI_THREAD_CPUS else None)
+    assert out["pool_after"] == out["pool_before"]
+    assert out["threads_here"] == out["threads_later"] == 2
+    assert out["gap"] <= 1e-6

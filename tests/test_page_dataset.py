@@ -9,8 +9,9 @@ import pytest
 from apptest_helpers import frame, ok, row
 from lpips_core import space
 from lpips_core.datasets import match_folders, parse_spec, score_pairs
-from lpips_explorer.demo_dataset import make_demo
 from lpips_core.datasets.methods import compare_methods
+from lpips_explorer.demo_dataset import make_demo
+from lpips_explorer.runtime.jobs import lanes_per_job
 from ui.text import md_escape  # st.table reads Markdown: the page escapes the tables' text (folder names)
 
 PAGE = "app_pages/score_a_dataset.py"
@@ -18,11 +19,16 @@ NAMES = tuple(parse_spec(m).name for m in ("mse", "psnr", "ssim", "lpips-alex"))
 LPIPS = NAMES[-1]
 
 
+#: how the page scores: in this server process, in lanes that are its threads (values equal to
+#: the bit only on the same route; the reference package is the oracle of the library's tests)
+AS_THE_PAGE = dict(workers=0, lanes=lanes_per_job(), lane_kind="thread")
+
+
 @pytest.fixture(scope="module")
 def expected(tmp_path_factory):
     """The demo set written afresh (bit for bit the page's) and scored by the library."""
     demo = make_demo(tmp_path_factory.mktemp("demo"))
-    runs = {label: score_pairs(match_folders(demo.reference, folder), NAMES, workers=0)
+    runs = {label: score_pairs(match_folders(demo.reference, folder), NAMES, **AS_THE_PAGE)
             for label, folder in demo.methods.items()}
     runs["demo"] = demo
     return runs
@@ -161,7 +167,7 @@ def test_zip_upload_is_guarded_then_scored(app, tmp_path):
         _, folder, n = name.split("/")
         (tmp_path / folder).mkdir(exist_ok=True)
         (tmp_path / folder / n).write_bytes(data)
-    want = score_pairs(match_folders(ref, mine), ["mse", LPIPS], workers=0)
+    want = score_pairs(match_folders(ref, mine), ["mse", LPIPS], **AS_THE_PAGE)
     summary = frame(at, "95% CI high")
     assert list(summary["metric"]) == ["MSE", "LPIPS · AlexNet"] and set(summary["method"]) == {"mine"}
     assert list(summary["mean"]) == pytest.approx([want.summary["metrics"][m]["mean"] for m in ("mse", LPIPS)],

@@ -78,7 +78,7 @@ from ..images import min_side_for
 from ..metric_registry import NET_LABELS
 from ..spec import MetricSpec
 from .pairs import Discovery, Pair
-from .score import Scorer, _sorted_pairs, default_block, default_lanes, mean_ci, score_pairs
+from .score import LANE_KINDS, Scorer, _sorted_pairs, default_block, default_lanes, mean_ci, score_pairs
 
 __all__ = ["Candidate", "ExplainProgress", "Explanation", "explain", "name_hints", "parse_name", "race_check",
            "race_drops"]
@@ -313,7 +313,7 @@ def explain(
     seed: int = 0,
     batch_size: int | None = None,
     workers: int | None = None,
-    lanes: int | None = None,
+    lanes: int | None = None, lane_kind: str = "process",
     device: torch.device | str | None = None,
     models: dict | None = None,
     progress: Callable[[int, int], None] | None = None,
@@ -337,7 +337,7 @@ def explain(
         sizes: ``None`` (native) or sides ``n`` (``n × n``); ``extra_size`` adds one.
         mismatch: the size-mismatch policy (:mod:`~lpips_core.datasets.loader`).
         sample: use a seeded random sample of this many pairs (``numpy.random.default_rng(seed)``).
-        batch_size, workers, lanes, device: as :func:`~lpips_core.datasets.score.score_pairs`.
+        batch_size, workers, lanes, lane_kind, device: as :func:`~lpips_core.datasets.score.score_pairs`.
         models: LPIPS models with lin weights to reuse (in this process), keyed by their
             :class:`~lpips_core.spec.MetricSpec` (``MetricSpec("lpips", net, version)``, any input
             options: the key is its ``model_spec``); others are built.
@@ -367,8 +367,9 @@ def explain(
     if not pairs:
         raise ValueError("explain needs at least one pair")
     scorer = Scorer(grid.specs, device=device, models=_model_keys(models))
-    search = _Search(pairs, scorer, reported, race=race, exact_rows=exact_rows, seed=seed, mismatch=mismatch,
-                     batch_size=batch_size, workers=workers, lanes=lanes, progress=progress, status=status)
+    search = _Search(pairs, scorer, reported, race=race, exact_rows=exact_rows, seed=seed, status=status,
+                     mismatch=mismatch, batch_size=batch_size, workers=workers, lanes=lanes, lane_kind=lane_kind,
+                     progress=progress)
     with scorer.shared_with_lanes() if search.lanes else contextlib.nullcontext():
         search.run()
         cands, keys = _rank(search, hints, exact_rows)
@@ -679,6 +680,7 @@ class _Search:
 
     def __init__(self, pairs: list[Pair], scorer: Scorer, reported: float, *, race: bool, exact_rows: int,
                  seed: int, mismatch: str, batch_size: int | None, workers: int | None, lanes: int | None,
+                 lane_kind: str,
                  progress, status):
         self.pairs, self.scorer, self.reported = pairs, scorer, reported
         self.race, self.exact_rows, self.mismatch = race, exact_rows, mismatch
@@ -715,7 +717,12 @@ class _Search:
         self._shown = -1
         self._last = 0.0
         self._lock = threading.Lock()
-        self._counter = _LaneCounter(self.lanes + 1) if self.lanes else None
+        if lane_kind not in LANE_KINDS:
+            raise ValueError(f"lane_kind must be one of {', '.join(LANE_KINDS)}, got {lane_kind!r}")
+        self.lane_kind = lane_kind
+        # process lanes count into shared memory, read by a ticker; thread lanes' passes are
+        # reported in this thread (score_pairs relays them)
+        self._counter = _LaneCounter(self.lanes + 1) if self.lanes and lane_kind == "process" else None
 
     def _pairs_per_pass(self) -> int:
         """Pairs in a block on a CPU: a pass of the costliest backbone on the largest input (the
@@ -776,7 +783,7 @@ class _Search:
             scorer.on_pass = self._on_pass_here
         try:
             res = score_pairs(subset, scorer=scorer, mismatch=self.mismatch, batch_size=block, workers=self.workers,
-                              lanes=self.lanes)
+                              lanes=self.lanes, lane_kind=self.lane_kind)
         finally:
             scorer.active = scorer.on_pass = None
             if ticker is not None:

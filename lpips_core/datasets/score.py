@@ -41,9 +41,13 @@ identical images is ``inf``) are counted in ``nonfinite`` and left out of the st
 from __future__ import annotations
 
 import contextlib
+import copy
 import os
 import platform
+import queue
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from importlib import metadata
 from typing import Callable, Iterator, Sequence
@@ -52,7 +56,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from .. import files, metric_registry
-from ..backbones import share_with_lanes
+from ..backbones import lane_thread, share_with_lanes
 from ..caching import memo
 from ..conventions import parse_size
 from ..devices import resolve_device
@@ -125,7 +129,9 @@ class Scorer:
         for s in self.specs:
             if s.learned:
                 self.passes.setdefault(s.pass_key, []).append(s)
-        self._models: dict[MetricSpec, object] = {_given_key(k): m for k, m in (models or {}).items()}
+        self._models: dict[MetricSpec, object] = {}
+        for k, m in (models or {}).items():
+            self._models[_given_key(k)] = _one_backbone(m, self._models.values())
         #: the names of the specs to compute (``None``: all); the others' columns stay ``None``.
         #: A pass shared with a computed spec is still run as a full run would run it (the native
         #: pass that a size equal to the native size takes its values from), so every computed
@@ -387,6 +393,23 @@ class Scorer:
         return rows
 
 
+def _one_backbone(model, others):
+    """``model``, or where its backbone equals one of ``others``' (VGG16 of versions 0.0 and 0.1,
+    given as two models: the app's cache) a shallow copy of it that runs that backbone, so that a
+    pass serves both and one set of kernels is kept for it (``model`` itself is not changed: the
+    caller may share it)."""
+    if not hasattr(model, "shares_backbone"):
+        return model
+    for other in others:
+        if getattr(other, "backbone", None) is not None and other.backbone is not model.backbone \
+                and model.shares_backbone(other):
+            twin = copy.copy(model)
+            twin._modules = dict(model._modules)  # the copy's own list of submodules
+            twin._modules["backbone"] = other.backbone
+            return twin
+    return model
+
+
 def _given_key(key) -> MetricSpec:
     """The spec a model given to :class:`Scorer` is kept under: a ``MetricSpec``'s ``model_spec``
     (the input options play no part in a model; the one looked up has lin weights,
@@ -467,7 +490,7 @@ def score_pairs(
     shard: tuple[int, int] | None = None, batch_size: int | None = None, workers: int | None = None,
     device: torch.device | str | None = None, max_side: int | None = None, scorer: Scorer | None = None,
     progress: Callable[[int, int], None] | None = None, lanes: int | None = None,
-    max_pixels: int | None = None, force: bool = False,
+    max_pixels: int | None = None, force: bool = False, lane_kind: str = "process",
 ) -> ScoreResult:
     """Score every pair (of shard ``shard``) with every metric; stream rows to ``out``.
 
@@ -491,6 +514,12 @@ def score_pairs(
             passes than one process on several threads, and each lane decodes while the others
             compute. On one thread the large stride-1 convolutions also run on NNPACK
             (:func:`lpips_core.backbones.run_layers`).
+        lane_kind: ``"process"`` (default): lanes are forked worker processes; ``"thread"``:
+            threads of this process, one torch thread each, sharing its models and their kept
+            kernels. For a process that must not fork (a web server, whose other threads may hold
+            locks a child would wait on forever): the app's way. The values are those of process
+            lanes (the same one-thread route); ``scorer.on_pass`` and ``progress`` are called in
+            the calling thread, which keeps its own torch thread count.
         max_side: downscale images whose longer side exceeds it on load (default ``None``:
             score images at their size, as the reference scripts do).
         max_pixels: the pixel budget per image (default
@@ -517,8 +546,14 @@ def score_pairs(
     plan = _plan(pairs, metrics, scorer=scorer, device=device, out=out, resume=resume, mismatch=mismatch,
                  batch_size=batch_size, shard=shard, max_side=max_side, max_pixels=max_pixels)
     done, writer = _open_table(plan, out, force) if out is not None else (set(), None)
-    computed = _compute(plan, done, writer, workers=workers, lanes=lanes, progress=progress)
+    if lane_kind not in LANE_KINDS:
+        raise ValueError(f"lane_kind must be one of {', '.join(LANE_KINDS)}, got {lane_kind!r}")
+    computed = _compute(plan, done, writer, workers=workers, lanes=lanes, progress=progress, lane_kind=lane_kind)
     return _finish(plan, out, computed)
+
+
+#: How scoring lanes run (:func:`score_pairs`'s ``lane_kind``).
+LANE_KINDS = ("process", "thread")
 
 
 @dataclass(frozen=True)
@@ -633,7 +668,7 @@ def _resumed(plan: _Plan, out: str, force: bool) -> set[int]:
     return {r["index"] for r in old_rows}
 
 
-def _compute(plan: _Plan, done: set[int], writer, *, workers, lanes, progress) -> list[dict]:
+def _compute(plan: _Plan, done: set[int], writer, *, workers, lanes, progress, lane_kind="process") -> list[dict]:
     """Score the blocks of this shard with a pair not in ``done``: rows go to ``writer`` (closed at
     the end, whatever happens) or, without one, are returned; ``progress`` after each block."""
     todo = [list(b) for b in plan.mine if not all(i in done for i in b)]
@@ -644,7 +679,7 @@ def _compute(plan: _Plan, done: set[int], writer, *, workers, lanes, progress) -
         progress(finished, total)
     try:
         if todo:
-            for rows in _scored(plan, todo, workers, lanes):
+            for rows in _scored(plan, todo, workers, lanes, lane_kind):
                 if writer is not None:
                     writer.write(rows)
                 else:
@@ -658,9 +693,9 @@ def _compute(plan: _Plan, done: set[int], writer, *, workers, lanes, progress) -
     return computed
 
 
-def _scored(plan: _Plan, todo: list[list[int]], workers, lanes):
-    """The rows of each block of ``todo``, in order: scored in lanes (worker processes that decode
-    and score whole blocks) on a CPU with more than one, else here, decoded by ``workers``.
+def _scored(plan: _Plan, todo: list[list[int]], workers, lanes, lane_kind="process"):
+    """The rows of each block of ``todo``, in order: scored in lanes (worker processes or threads
+    that decode and score whole blocks) on a CPU with more than one, else here, decoded by ``workers``.
 
     Raises:
         ValueError: a negative ``lanes``.
@@ -673,6 +708,8 @@ def _scored(plan: _Plan, todo: list[list[int]], workers, lanes):
         raise ValueError(f"lanes must be ≥ 0, got {lanes!r}")
     n_lanes = min(n_lanes, os.cpu_count() or 1)  # a process per CPU at most
     if n_lanes > 1 and scorer.device.type == "cpu":
+        if lane_kind == "thread":
+            return _in_threads(scorer, dataset, todo, n_lanes)
         return _in_lanes(scorer, dataset, todo, n_lanes)
     return (scorer.score_block(items) for items in block_loader(dataset, todo, workers=workers))
 
@@ -684,6 +721,49 @@ def _in_lanes(scorer: Scorer, dataset: PairDataset, todo: list[list[int]], lanes
                                  collate_fn=_rows, prefetch_factor=2, persistent_workers=False))
         prepare_summary()  # the lanes are forked and at work: this process would only wait
         yield from blocks
+
+
+def _in_threads(scorer: Scorer, dataset: PairDataset, todo: list[list[int]], lanes: int):
+    """The rows of each block of ``todo``, in order, scored by ``lanes`` threads of this process
+    (:func:`lpips_core.backbones.lane_thread`: one torch thread each). The lanes report their
+    passes into a queue; ``scorer.on_pass`` is called with them here, in the calling thread (a
+    Streamlit page's progress bar can only be drawn from its own thread)."""
+    before = torch.get_num_threads()
+    report, passes = scorer.on_pass, queue.SimpleQueue()
+
+    def score(block: list[int]) -> list[dict]:
+        with lane_thread():
+            return scorer.score_block(dataset.decode_here(block))
+
+    def relay() -> None:
+        while True:
+            try:
+                pairs, specs = passes.get_nowait()
+            except queue.Empty:
+                return
+            report(pairs, specs)
+
+    if report is not None:
+        scorer.on_pass = lambda pairs, specs: passes.put((pairs, specs))
+    with scorer.shared_with_lanes():  # left only once the lanes have stopped
+        pool = ThreadPoolExecutor(lanes, thread_name_prefix="lpips-lane")
+        try:
+            futures = [pool.submit(score, block) for block in todo]
+            for future in futures:
+                while True:
+                    try:
+                        rows = future.result(timeout=0.1)
+                        break
+                    except FutureTimeout:
+                        if report is not None:
+                            relay()
+                if report is not None:
+                    relay()
+                yield rows
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+            scorer.on_pass = report
+            torch.set_num_threads(before)  # the count new threads start with, which the lanes set to one
 
 
 def _finish(plan: _Plan, out: str | None, computed: list[dict]) -> ScoreResult:

@@ -15,6 +15,7 @@ message).
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from contextlib import contextmanager
@@ -22,7 +23,7 @@ from typing import Callable, Iterator
 
 from lpips_explorer import environment
 
-__all__ = ["JobSlots", "JobsBusy", "default_slots", "heavy_jobs"]
+__all__ = ["JobSlots", "JobsBusy", "default_slots", "heavy_jobs", "lanes_per_job"]
 
 
 class JobsBusy(RuntimeError):
@@ -95,3 +96,11 @@ def heavy_jobs() -> JobSlots:
         if _slots is None:
             _slots = JobSlots(default_slots())
         return _slots
+
+
+def lanes_per_job() -> int:
+    """The scoring lanes (threads of the server, one torch thread each:
+    :func:`lpips_core.datasets.score.score_pairs` with ``lane_kind="thread"``) a heavy job runs
+    on a CPU: the server's CPUs shared among its slots, up to 8. One means none: the job runs on
+    the calling thread, on torch's threads."""
+    return max(1, min(8, (os.cpu_count() or 1) // heavy_jobs().n))
