@@ -34,7 +34,7 @@ from lpips_core.spec import MetricSpec
 from lpips_explorer import dataset_view as view
 from lpips_explorer.figures.datasets import distributions
 from lpips_explorer.figures.maps import map_overlay
-from lpips_explorer.runtime.jobs import JobsBusy, lanes_per_job
+from lpips_explorer.runtime.jobs import JobsBusy, server_scoring
 from lpips_explorer.runtime.scratch import ScratchFull
 from ui import uploads
 from ui.choices import UPLOAD_TYPES
@@ -160,8 +160,8 @@ def run_scoring(dataset: dict, names: tuple[str, ...], mismatch: str) -> dict:
             frac = (k + (done / total if total else 1.0)) / len(methods)
             bar.progress(min(frac, 1.0), text=f"Scoring {md_escape(label)}: {done} of {total} pairs")
 
-        runs[label] = score_pairs(disc, names, mismatch=mismatch, workers=0, lanes=lanes_per_job(),
-                                  lane_kind="thread", scorer=scorer, progress=step, max_pixels=DEFAULT_MAX_PIXELS)
+        runs[label] = score_pairs(disc, names, mismatch=mismatch, scorer=scorer, progress=step,
+                                  max_pixels=DEFAULT_MAX_PIXELS, **server_scoring())
     bar.empty()
     return {"runs": runs, "discoveries": discoveries, "names": names, "mismatch": mismatch,
             "label": dataset["label"],
@@ -217,7 +217,7 @@ def run_explain(disc, reported: float, written: str | None, search_all: bool, ne
     bar = st.progress(0.0, text=f"Scoring {len(disc.pairs)} pairs under every configuration…")
     ex = explain(disc, reported, name=written or None, use_name=not search_all, nets=nets,
                  sizes=[None if s == "native" else s for s in sizes], mismatch=mismatch, models=models,
-                 workers=0, lanes=lanes_per_job(), lane_kind="thread", race=not search_all, exact_rows=TOP,
+                 race=not search_all, exact_rows=TOP, **server_scoring(),
                  status=lambda p: bar.progress(p.done / p.total if p.total else 1.0, text=p.text))
     bar.empty()
     return ex.to_json()

@@ -8,7 +8,7 @@ and the name is "LPIPS (VGG)" (72 configurations: 24 VGG16 passes per image) or
 
 ``--way`` picks how the pairs are scored: ``cli`` (the command's default: lanes that are forked
 processes), ``app`` (the app's page: lanes that are threads of its server process, as many as
-:func:`lpips_explorer.runtime.jobs.lanes_per_job` gives) or ``one-process`` (no lanes: one process
+:func:`lpips_explorer.runtime.jobs.server_scoring` sets) or ``one-process`` (no lanes: one process
 on torch's threads, how the page ran before its lanes).
 
 ``--side 96`` is the page's own case: its built-in demo set is 96 px, and the page's default sizes
@@ -39,10 +39,9 @@ NAMES = {"vgg": "LPIPS (VGG)", "alex": "LPIPS (AlexNet)"}
 
 
 def _ways() -> dict[str, dict]:
-    from lpips_explorer.runtime.jobs import lanes_per_job
+    from lpips_explorer.runtime.jobs import server_scoring
 
-    return {"cli": {}, "app": dict(workers=0, lanes=lanes_per_job(), lane_kind="thread"),
-            "one-process": dict(workers=0)}
+    return {"cli": {}, "app": server_scoring(), "one-process": dict(workers=0)}
 
 
 def main(argv=None) -> int:

@@ -363,8 +363,10 @@ def test_lane_threads_give_the_rows_of_lane_processes(broken):
     assert res.rows == forked.rows and sum(r["error_kind"] != "" for r in res.rows) == 2
     assert {t for t, _, _ in calls["threads"]} == {threading.get_ident()}
     assert sorted(c[1:] for c in calls["threads"]) == sorted(c[1:] for c in calls["here"]) != []
+    table = broken[0].parent / "never.csv"
     with pytest.raises(ValueError, match="lane_kind"):
-        score_pairs(pairs, scorer=sc, lanes=2, lane_kind="fork")
+        score_pairs(pairs, scorer=sc, lanes=2, lane_kind="fork", out=str(table))
+    assert not table.exists()  # refused before the table is opened
 
 
 def test_given_models_with_equal_backbones_run_one(folders):

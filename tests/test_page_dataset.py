@@ -11,7 +11,7 @@ from lpips_core import space
 from lpips_core.datasets import match_folders, parse_spec, score_pairs
 from lpips_core.datasets.methods import compare_methods
 from lpips_explorer.demo_dataset import make_demo
-from lpips_explorer.runtime.jobs import lanes_per_job
+from lpips_explorer.runtime.jobs import server_scoring
 from ui.text import md_escape  # st.table reads Markdown: the page escapes the tables' text (folder names)
 
 PAGE = "app_pages/score_a_dataset.py"
@@ -21,7 +21,7 @@ LPIPS = NAMES[-1]
 
 #: how the page scores: in this server process, in lanes that are its threads (values equal to
 #: the bit only on the same route; the reference package is the oracle of the library's tests)
-AS_THE_PAGE = dict(workers=0, lanes=lanes_per_job(), lane_kind="thread")
+AS_THE_PAGE = server_scoring()
 
 
 @pytest.fixture(scope="module")

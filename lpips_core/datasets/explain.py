@@ -78,7 +78,7 @@ from ..images import min_side_for
 from ..metric_registry import NET_LABELS
 from ..spec import MetricSpec
 from .pairs import Discovery, Pair
-from .score import LANE_KINDS, Scorer, _sorted_pairs, default_block, default_lanes, mean_ci, score_pairs
+from .score import Scorer, _sorted_pairs, check_lane_kind, default_block, default_lanes, mean_ci, score_pairs
 
 __all__ = ["Candidate", "ExplainProgress", "Explanation", "explain", "name_hints", "parse_name", "race_check",
            "race_drops"]
@@ -717,9 +717,7 @@ class _Search:
         self._shown = -1
         self._last = 0.0
         self._lock = threading.Lock()
-        if lane_kind not in LANE_KINDS:
-            raise ValueError(f"lane_kind must be one of {', '.join(LANE_KINDS)}, got {lane_kind!r}")
-        self.lane_kind = lane_kind
+        self.lane_kind = check_lane_kind(lane_kind)
         # process lanes count into shared memory, read by a ticker; thread lanes' passes are
         # reported in this thread (score_pairs relays them)
         self._counter = _LaneCounter(self.lanes + 1) if self.lanes and lane_kind == "process" else None

@@ -543,17 +543,27 @@ def score_pairs(
             or hold values a scorer cannot write.
         WeightsUnavailable: a learned metric's weights are missing.
     """
+    check_lane_kind(lane_kind)
     plan = _plan(pairs, metrics, scorer=scorer, device=device, out=out, resume=resume, mismatch=mismatch,
                  batch_size=batch_size, shard=shard, max_side=max_side, max_pixels=max_pixels)
     done, writer = _open_table(plan, out, force) if out is not None else (set(), None)
-    if lane_kind not in LANE_KINDS:
-        raise ValueError(f"lane_kind must be one of {', '.join(LANE_KINDS)}, got {lane_kind!r}")
     computed = _compute(plan, done, writer, workers=workers, lanes=lanes, progress=progress, lane_kind=lane_kind)
     return _finish(plan, out, computed)
 
 
 #: How scoring lanes run (:func:`score_pairs`'s ``lane_kind``).
 LANE_KINDS = ("process", "thread")
+
+
+def check_lane_kind(kind: str) -> str:
+    """``kind`` if it is one of :data:`LANE_KINDS`.
+
+    Raises:
+        ValueError: any other value.
+    """
+    if kind not in LANE_KINDS:
+        raise ValueError(f"lane_kind must be one of {', '.join(LANE_KINDS)}, got {kind!r}")
+    return kind
 
 
 @dataclass(frozen=True)
@@ -736,7 +746,7 @@ def _in_threads(scorer: Scorer, dataset: PairDataset, todo: list[list[int]], lan
             return scorer.score_block(dataset.decode_here(block))
 
     def relay() -> None:
-        while True:
+        while report is not None:
             try:
                 pairs, specs = passes.get_nowait()
             except queue.Empty:
@@ -755,10 +765,8 @@ def _in_threads(scorer: Scorer, dataset: PairDataset, todo: list[list[int]], lan
                         rows = future.result(timeout=0.1)
                         break
                     except FutureTimeout:
-                        if report is not None:
-                            relay()
-                if report is not None:
-                    relay()
+                        relay()
+                relay()
                 yield rows
         finally:
             pool.shutdown(wait=True, cancel_futures=True)

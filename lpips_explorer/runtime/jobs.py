@@ -23,7 +23,7 @@ from typing import Callable, Iterator
 
 from lpips_explorer import environment
 
-__all__ = ["JobSlots", "JobsBusy", "default_slots", "heavy_jobs", "lanes_per_job"]
+__all__ = ["JobSlots", "JobsBusy", "default_slots", "heavy_jobs", "lanes_per_job", "server_scoring"]
 
 
 class JobsBusy(RuntimeError):
@@ -104,3 +104,10 @@ def lanes_per_job() -> int:
     on a CPU: the server's CPUs shared among its slots, up to 8. One means none: the job runs on
     the calling thread, on torch's threads."""
     return max(1, min(8, (os.cpu_count() or 1) // heavy_jobs().n))
+
+
+def server_scoring() -> dict:
+    """How a heavy job scores pairs in the server (the options of
+    :func:`lpips_core.datasets.score.score_pairs` and :func:`~lpips_core.datasets.explain.explain`):
+    nothing forked (no decoding workers, lanes that are threads), :func:`lanes_per_job` lanes."""
+    return {"workers": 0, "lanes": lanes_per_job(), "lane_kind": "thread"}
